@@ -1,0 +1,46 @@
+"""LLM clients behind one interface: ``make_llm(config).complete(messages, ...) -> list[LLMResponse]``.
+
+Providers: ``local`` (embedded llama.cpp running SmolLM2-135M, the default), ``openai`` (any OpenAI-compatible
+server), ``vllm`` (in-process engine, optional extra) and ``scripted`` (test double). Provider modules load on
+demand, so importing this package never pulls in llama.cpp, the openai SDK or vLLM.
+"""
+
+from harness.llm.base import (
+    LLMClient,
+    LLMError,
+    LLMResponse,
+    RetryPolicy,
+    ToolCall,
+    UsageCounter,
+    call_with_retries,
+    complete_many,
+    json_schema_format,
+    schema_from_response_format,
+)
+from harness.llm.config import LLMConfig, make_llm
+from harness.llm.scripted import ScriptedLLM
+
+__all__ = [
+    "LLMClient",
+    "LLMConfig",
+    "LLMError",
+    "LLMResponse",
+    "RetryPolicy",
+    "ScriptedLLM",
+    "ToolCall",
+    "UsageCounter",
+    "bound_schema",
+    "call_with_retries",
+    "complete_many",
+    "json_schema_format",
+    "make_llm",
+    "schema_from_response_format",
+]
+
+
+def __getattr__(name: str):  # lazy: bound_schema lives with the llama.cpp client but needs no llama.cpp
+    if name == "bound_schema":
+        from harness.llm.local_client import bound_schema
+
+        return bound_schema
+    raise AttributeError(f"module 'harness.llm' has no attribute {name!r}")

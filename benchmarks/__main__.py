@@ -1,0 +1,110 @@
+"""Command line: ``python -m benchmarks list | show <suite> | export <suite> <out_dir>``.
+
+Suite options are given as ``key=value`` (lists comma-separated), e.g.
+``python -m benchmarks show synthetic n_per_domain=1 domains=physics,materials``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+from benchmarks import SUITES, _suite, list_suites, load_suite
+from harness.task import Task, TaskError
+
+
+def _parse_options(items: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise TaskError(f"options are key=value, got {item!r}")
+        out[key.strip()] = value
+    return out
+
+
+def _load(args: argparse.Namespace) -> list[Task]:
+    options: dict[str, Any] = _parse_options(args.options)
+    suite = _suite(args.suite)
+    names = args.name or []
+    if names and "names" in suite.options:
+        options["names"] = names
+    tasks = load_suite(suite.name, **options)
+    if names and "names" not in suite.options:
+        tasks = [t for t in tasks if t.name in names]
+    if not tasks:
+        raise TaskError("no tasks matched")
+    return tasks
+
+
+def cmd_list(_: argparse.Namespace) -> None:
+    for suite in list_suites():
+        print(f"{suite.name}: {suite.description}")
+        for key, (kind, help_text) in suite.options.items():
+            print(f"    {key}=<{kind}>  {help_text}")
+        print("    max_rows=<int>  keep at most this many rows per split")
+    print("aliases: table/parquet -> csv, llm-sr -> llm_sr, lsr-synth -> lsr_synth")
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    for i, task in enumerate(_load(args)):
+        if i:
+            print()
+        print(task.card(max_chars=args.max_chars))
+        if task.ground_truth and not args.hide_ground_truth:
+            print(f"Ground truth: {task.target_name} = {task.ground_truth}")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from benchmarks.export import export_tasks
+
+    tasks = _load(args)
+    for folder in export_tasks(tasks, args.out_dir):
+        print(folder)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description="Benchmark suites as SR tasks.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="the suites and their options").set_defaults(func=cmd_list)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("suite", help=f"one of {', '.join(SUITES)}")
+        p.add_argument("--name", action="append", help="only this task (repeatable)")
+        p.add_argument("options", nargs="*", metavar="key=value", help="suite options")
+
+    show = sub.add_parser("show", help="print task cards")
+    common(show)
+    show.add_argument("--max-chars", type=int, default=1500, help="card length limit")
+    show.add_argument("--hide-ground-truth", action="store_true", help="do not print ground truth formulas")
+    show.set_defaults(func=cmd_show)
+
+    export = sub.add_parser("export", help="write tasks as LLM-SR layout folders")
+    export.add_argument("suite", help=f"one of {', '.join(SUITES)}")
+    export.add_argument("out_dir", help="output folder (one subfolder per task)")
+    export.add_argument("--name", action="append", help="only this task (repeatable)")
+    export.add_argument("options", nargs="*", metavar="key=value", help="suite options")
+    export.set_defaults(func=cmd_export)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    # parse_known_args: key=value options may come after --name (argparse stops positionals at an option)
+    args, extra = parser.parse_known_args(argv)
+    stray = [x for x in extra if x.startswith("-") or "=" not in x]
+    if stray or (extra and not hasattr(args, "options")):
+        parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
+    if extra:
+        args.options = list(args.options) + extra
+    try:
+        args.func(args)
+    except TaskError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""The four LLM-SR problems, and any folder in the LLM-SR layout.
+
+Layout: ``train.csv`` (required), ``test_id.csv`` and ``test_ood.csv`` (optional), each with a header row and the
+target in the last column. An optional ``task.json`` (written by ``python -m benchmarks export``) restores
+descriptions and the ground truth, so exported tasks load back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from benchmarks.sources._io import check_target, data_root, numeric_columns, read_table
+from harness.task import Split, Task, TaskError, safe_identifier
+
+PROBLEMS: dict[str, dict[str, Any]] = {
+    "oscillator1": {
+        "domain": "physics",
+        "summary": "damped nonlinear oscillator with a driving force (simulated)",
+        "descriptions": {"x": "position", "v": "velocity", "a": "acceleration"},
+    },
+    "oscillator2": {
+        "domain": "physics",
+        "summary": "damped nonlinear oscillator with a driving force, time as an input (simulated)",
+        "descriptions": {"t": "time", "x": "position", "v": "velocity", "a": "acceleration"},
+    },
+    "bactgrow": {
+        "domain": "biology",
+        "summary": "E. coli growth rate (simulated)",
+        "descriptions": {
+            "b": "population density",
+            "s": "substrate concentration",
+            "temp": "temperature",
+            "pH": "pH level",
+            "db": "growth rate",
+        },
+    },
+    "stressstrain": {
+        "domain": "materials",
+        "summary": "stress of an aluminium rod (6061-T651), elastic and plastic regions (measured)",
+        "descriptions": {"strain": "strain", "temp": "temperature", "stress": "stress"},
+    },
+}
+SPLIT_FILES = {"train": "train.csv", "test_id": "test_id.csv", "test_ood": "test_ood.csv"}
+
+
+def load_folder(
+    path: str | os.PathLike,
+    *,
+    name: str | None = None,
+    domain: str | None = None,
+    descriptions: dict[str, str] | None = None,
+) -> Task:
+    """Load one task folder in the LLM-SR layout (known LLM-SR problems get their descriptions)."""
+    folder = Path(path)
+    train_file = folder / SPLIT_FILES["train"]
+    if not train_file.is_file():
+        raise TaskError(f"folder {str(folder)!r} has no {SPLIT_FILES['train']} (LLM-SR layout)")
+    saved = _read_task_json(folder / "task.json")
+    known = PROBLEMS.get(folder.name, {})
+    descs = {**known.get("descriptions", {}), **saved.get("descriptions", {}), **(descriptions or {})}
+
+    header: list[str] | None = None
+    splits: dict[str, Split] = {}
+    for split, filename in SPLIT_FILES.items():
+        file = folder / filename
+        if not file.is_file():
+            continue
+        df = read_table(file)
+        cols = list(df.columns)
+        if len(cols) < 2:
+            raise TaskError(f"file {str(file)!r}: needs at least one input column and a target column, got {cols}")
+        if header is None:
+            header = cols
+        elif cols != header:
+            raise TaskError(f"file {str(file)!r}: columns {cols} differ from train.csv columns {header}")
+        data = numeric_columns(df, cols, file)
+        if split == "train":
+            check_target(data[:, -1], file, cols[-1])
+        splits[split] = Split(data[:, :-1], data[:, -1])
+
+    assert header is not None
+    names: list[str] = []
+    for col in header:
+        names.append(safe_identifier(col, names))
+    renamed = {c: n for c, n in zip(header, names) if c != n}
+    inputs, target = names[:-1], names[-1]
+    try:
+        return Task(
+            name=name or saved.get("name") or folder.name,
+            domain=domain or saved.get("domain") or known.get("domain", ""),
+            input_names=inputs,
+            input_descriptions=[descs.get(c, descs.get(n, "")) for c, n in zip(header[:-1], inputs)],
+            target_name=target,
+            target_description=descs.get(header[-1], descs.get(target, "")),
+            train=splits["train"],
+            test_id=splits.get("test_id"),
+            test_ood=splits.get("test_ood"),
+            ground_truth=saved.get("ground_truth"),
+            metadata={
+                "source": "llm_sr" if known else "folder",
+                **saved.get("metadata", {}),
+                "path": str(folder),
+                **({"summary": known["summary"]} if known else {}),
+                **({"renamed_columns": renamed} if renamed else {}),
+            },
+        )
+    except TaskError as exc:
+        raise TaskError(f"folder {str(folder)!r}: {exc}") from None
+
+
+def _read_task_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise TaskError(f"file {str(path)!r}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise TaskError(f"file {str(path)!r}: expected a JSON object")
+    out = dict(data)
+    if "descriptions" not in out and "input_names" in out:  # task.json written by export
+        out["descriptions"] = dict(zip(out["input_names"], out.get("input_descriptions", [])))
+        out["descriptions"][out.get("target_name", "")] = out.get("target_description", "")
+    return out
+
+
+def load_llm_sr(names: Iterable[str] | None = None, *, root: str | os.PathLike | None = None) -> list[Task]:
+    """The LLM-SR problems (all four by default) from ``<data root>/llm-sr/<problem>/``."""
+    base = data_root(root) / "llm-sr"
+    wanted = list(names) if names is not None else list(PROBLEMS)
+    unknown = [n for n in wanted if n not in PROBLEMS and not (base / n).is_dir()]
+    if unknown:
+        raise TaskError(f"unknown LLM-SR problem(s) {unknown}; known: {sorted(PROBLEMS)}")
+    missing = [n for n in wanted if not (base / n).is_dir()]
+    if missing:
+        raise TaskError(
+            f"LLM-SR data not found for {missing} under {str(base)!r}; get the `data/` folder of "
+            "github.com/deep-symbolic-mathematics/LLM-SR and pass root= or set $HARNESS_SR_DATA"
+        )
+    return [load_folder(base / n) for n in wanted]
+
+
+def load_folders(path: str | os.PathLike) -> list[Task]:
+    """A single task folder, or a folder of task folders (e.g. the output of ``benchmarks export``)."""
+    folder = Path(path)
+    if (folder / SPLIT_FILES["train"]).is_file():
+        return [load_folder(folder)]
+    subs = sorted(p for p in folder.iterdir() if (p / SPLIT_FILES["train"]).is_file()) if folder.is_dir() else []
+    if not subs:
+        raise TaskError(f"folder {str(path)!r} holds no task in the LLM-SR layout (no train.csv)")
+    return [load_folder(p) for p in subs]
+

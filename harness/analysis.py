@@ -1,0 +1,650 @@
+"""Data analysis a model can ask for instead of reading raw arrays.
+
+Every public function here is pure over arrays: it returns a dict of compact numbers (rounded to 4
+significant digits, bounded in size) plus a ``summary`` of one to three short sentences, so the result can be
+shown to a model as is. The one exception is :func:`residual_report`, which needs the run context to fit a
+candidate and to refit it without each of its terms.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import fft as sp_fft
+from scipy.stats import f as f_dist
+from scipy.stats import norm, rankdata
+
+MAX_VARIABLES = 24  # per-variable entries kept in a result; wider data is cut so results stay bounded
+TIME_NAMES = ("t", "time")
+
+
+# -- small numeric helpers ---------------------------------------------------------------------------------------
+def sig(x: Any, digits: int = 4) -> float:
+    """``x`` rounded to ``digits`` significant digits (nan/inf kept), as a plain float."""
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return math.nan
+    if x == 0.0 or not math.isfinite(x):
+        return x
+    return float(f"{x:.{digits}g}")
+
+
+def fmt(x: Any) -> str:
+    """Short text of a number (4 significant digits)."""
+    try:
+        return f"{float(x):.4g}"
+    except (TypeError, ValueError):
+        return str(x)
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> float:
+    a = a - a.mean()
+    b = b - b.mean()
+    denom = math.sqrt(float(a @ a) * float(b @ b))
+    if denom == 0.0 or not math.isfinite(denom):
+        return math.nan
+    return float(np.clip((a @ b) / denom, -1.0, 1.0))
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    return _pearson(rankdata(a), rankdata(b))
+
+
+def _finite_rows(*arrays: np.ndarray) -> np.ndarray:
+    mask = np.ones(len(arrays[0]), dtype=bool)
+    for arr in arrays:
+        mask &= np.isfinite(arr) if arr.ndim == 1 else np.isfinite(arr).all(axis=1)
+    return mask
+
+
+def _as_xy(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    X = np.asarray(X, dtype=float)
+    if X.ndim == 1:
+        X = X[:, None]
+    return X, np.asarray(y, dtype=float).ravel()
+
+
+def _quantile_bins(x: np.ndarray, n_bins: int) -> np.ndarray:
+    """Equal-count bin index per sample; ties share a bin (ranks are averaged)."""
+    n = len(x)
+    ranks = rankdata(x)  # 1..n, ties averaged
+    return np.minimum(((ranks - 1) * n_bins / max(n, 1)).astype(int), n_bins - 1)
+
+
+def _binned_means(x: np.ndarray, y: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bin centre of x, mean of y, count) over equal-count bins of x, ordered by x; empty bins dropped."""
+    idx = _quantile_bins(x, n_bins)
+    counts = np.bincount(idx, minlength=n_bins)
+    keep = counts > 0
+    xm = np.bincount(idx, weights=x, minlength=n_bins)[keep] / counts[keep]
+    ym = np.bincount(idx, weights=y, minlength=n_bins)[keep] / counts[keep]
+    return xm, ym, counts[keep]
+
+
+def _names(names: list[str] | None, d: int) -> list[str]:
+    names = list(names) if names is not None else [f"x{i}" for i in range(d)]
+    if len(names) != d:
+        raise ValueError(f"{len(names)} names for {d} columns")
+    return names
+
+
+def _columns(names: list[str], selected: list[str] | None) -> list[int]:
+    """Indices of the selected variables (all when ``None``), capped at MAX_VARIABLES."""
+    if selected:
+        unknown = [s for s in selected if s not in names]
+        if unknown:
+            raise ValueError(f"unknown variable(s) {unknown}; known: {names}")
+        idx = [names.index(s) for s in selected]
+    else:
+        idx = list(range(len(names)))
+    return idx[:MAX_VARIABLES]
+
+
+# -- summary statistics ------------------------------------------------------------------------------------------
+def _sign_label(v: np.ndarray) -> str:
+    if v.size == 0:
+        return "empty"
+    lo, hi = float(v.min()), float(v.max())
+    if lo > 0:
+        return "positive"
+    if hi < 0:
+        return "negative"
+    if lo == 0 and hi == 0:
+        return "zero"
+    if lo >= 0:
+        return "nonnegative"
+    if hi <= 0:
+        return "nonpositive"
+    return "mixed"
+
+
+def _column_stats(v: np.ndarray) -> dict[str, Any]:
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return {"n": 0, "sign": "empty"}
+    q = np.quantile(v, [0.05, 0.25, 0.5, 0.75, 0.95])
+    return {
+        "n": int(v.size),
+        "min": sig(v.min()),
+        "max": sig(v.max()),
+        "mean": sig(v.mean()),
+        "std": sig(v.std()),
+        "q05": sig(q[0]),
+        "q25": sig(q[1]),
+        "median": sig(q[2]),
+        "q75": sig(q[3]),
+        "q95": sig(q[4]),
+        "sign": _sign_label(v),
+        "frac_negative": sig(np.mean(v < 0)),
+        "n_unique": int(min(np.unique(v).size, 1000)),
+    }
+
+
+def _zero_crossings(x: np.ndarray, y: np.ndarray) -> int | None:
+    """Sign changes of y along x, counted on equal-count bin means with a small dead band.
+
+    Binning removes the scatter other inputs add; ``None`` when the bin means explain little more of var(y) than
+    noise would, i.e. y has no visible structure along x and any count would be noise.
+    """
+    n_bins = int(np.clip(len(x) // 8, 4, 50))
+    idx = _quantile_bins(x, n_bins)
+    counts = np.bincount(idx, minlength=n_bins)
+    keep = counts > 0
+    ym = np.bincount(idx, weights=y, minlength=n_bins)[keep] / counts[keep]
+    var = float(y.var())
+    eta2_floor = max(0.1, 3.0 * (keep.sum() - 1) / len(y))  # ~3x what pure noise would explain
+    if var <= 0 or float(np.sum(counts[keep] * (ym - y.mean()) ** 2)) / (len(y) * var) < eta2_floor:
+        return None
+    band = 0.05 * math.sqrt(var)
+    crossings, state = 0, 0
+    for v in ym:
+        s = 1 if v > band else -1 if v < -band else 0
+        if s and state and s != state:
+            crossings += 1
+        state = s or state
+    return crossings
+
+
+def summary_statistics(
+    X: Any, y: Any, names: list[str] | None = None, target_name: str = "y", variables: list[str] | None = None
+) -> dict[str, Any]:
+    """Range, moments, quantiles and sign of every input and the target; zero crossings of y along each input.
+
+    Why: the sign and range of each variable decide which operators are safe (log, sqrt, division) and which
+    scalings are plausible before any search starts.
+    """
+    X, y = _as_xy(X, y)
+    names = _names(names, X.shape[1])
+    cols = _columns(names, variables)
+    out: dict[str, Any] = {"n_rows": int(len(y)), "n_nonfinite_rows": int(np.sum(~_finite_rows(X, y)))}
+    out["inputs"] = {names[j]: _column_stats(X[:, j]) for j in cols}
+    out["target"] = {"name": target_name, **_column_stats(y)}
+    ok = _finite_rows(X, y)
+    out["target"]["zero_crossings_along"] = {
+        names[j]: _zero_crossings(X[ok, j], y[ok]) for j in cols if ok.sum() >= 4
+    }
+    if len(names) > len(cols) and not variables:
+        out["truncated_variables"] = len(names) - len(cols)
+
+    by_sign: dict[str, list[str]] = {}
+    for name, st in out["inputs"].items():
+        by_sign.setdefault(st["sign"], []).append(name)
+    t = out["target"]
+    sentences = [
+        f"{len(y)} rows, {len(names)} inputs; {target_name} in [{fmt(t.get('min'))}, {fmt(t.get('max'))}] "
+        f"({t['sign']}), mean {fmt(t.get('mean'))}, std {fmt(t.get('std'))}."
+    ]
+    sentences.append(
+        "Input signs: "
+        + "; ".join(f"{s}: {', '.join(v[:6])}{' ...' if len(v) > 6 else ''}" for s, v in by_sign.items())
+        + "."
+    )
+    crossings = {k: v for k, v in t["zero_crossings_along"].items() if v}
+    if crossings:
+        top = sorted(crossings.items(), key=lambda kv: -kv[1])[:3]
+        sentences.append(f"{target_name} changes sign along " + ", ".join(f"{k} ({v}x)" for k, v in top) + ".")
+    out["summary"] = " ".join(sentences)
+    return out
+
+
+# -- correlations ------------------------------------------------------------------------------------------------
+def mutual_information(x: Any, y: Any, n_bins: int | None = None) -> float:
+    """Binned mutual information (nats) over equal-count bins, Miller-Madow bias corrected, clipped at 0.
+
+    Why: picks up non-monotone dependence (y = x^2 on symmetric x) that rank correlation misses.
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    n = len(x)
+    if n < 8:
+        return math.nan
+    k = n_bins or int(np.clip(round(n ** (1 / 3)), 3, 16))
+    bx, by = _quantile_bins(x, k), _quantile_bins(y, k)
+    joint = np.bincount(bx * k + by, minlength=k * k).reshape(k, k) / n
+    px, py = joint.sum(axis=1), joint.sum(axis=0)
+    nz = joint > 0
+    mi = float(np.sum(joint[nz] * np.log(joint[nz] / np.outer(px, py)[nz])))
+    bias = (nz.sum() - (px > 0).sum() - (py > 0).sum() + 1) / (2 * n)
+    return max(0.0, mi - bias)
+
+
+def correlations(X: Any, y: Any, names: list[str] | None = None, variables: list[str] | None = None) -> dict[str, Any]:
+    """Pearson, Spearman and binned mutual information of the target with each input.
+
+    Why: ranks the inputs by how much they matter and separates linear, monotone and non-monotone dependence.
+    """
+    X, y = _as_xy(X, y)
+    names = _names(names, X.shape[1])
+    ok = _finite_rows(X, y)
+    X, y = X[ok], y[ok]
+    per: dict[str, dict[str, float]] = {}
+    for j in _columns(names, variables):
+        x = X[:, j]
+        per[names[j]] = {
+            "pearson": sig(_pearson(x, y)),
+            "spearman": sig(_spearman(x, y)),
+            "mutual_info": sig(mutual_information(x, y)),
+        }
+    ranking = sorted(per, key=lambda k: -(per[k]["mutual_info"] if math.isfinite(per[k]["mutual_info"]) else -1))
+    sentences = []
+    if ranking:
+        top = ranking[0]
+        sentences.append(
+            f"Strongest dependence: {top} (MI {fmt(per[top]['mutual_info'])}, spearman {fmt(per[top]['spearman'])})"
+            + (f"; weakest: {ranking[-1]} (MI {fmt(per[ranking[-1]]['mutual_info'])})." if len(ranking) > 1 else ".")
+        )
+    nonmono = [k for k in ranking if per[k]["mutual_info"] > 0.1 and abs(per[k]["spearman"]) < 0.3]
+    if nonmono:
+        sentences.append("Likely non-monotone dependence on " + ", ".join(nonmono[:4]) + " (high MI, low rank corr).")
+    nonlin = [k for k in ranking if abs(per[k]["spearman"]) - abs(per[k]["pearson"]) > 0.15]
+    if nonlin:
+        sentences.append("Monotone but nonlinear in " + ", ".join(nonlin[:4]) + " (|spearman| >> |pearson|).")
+    return {"n": int(len(y)), "per_variable": per, "ranking": ranking, "summary": " ".join(sentences)}
+
+
+# -- monotonicity and curvature ----------------------------------------------------------------------------------
+def _shape(x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    n = len(x)
+    xm, ym, _ = _binned_means(x, y, int(np.clip(n // 20, 4, 16)))
+    d1 = np.diff(ym)
+    d2 = np.diff(ym, 2)
+    frac_inc = float(np.mean(d1 > 0)) if d1.size else math.nan
+    frac_convex = float(np.mean(d2 > 0)) if d2.size else math.nan
+    sx, sy = x.std(), y.std()
+    if sx > 0 and sy > 0:
+        u = (x - x.mean()) / sx
+        c2, c1, _ = np.polyfit(u, (y - y.mean()) / sy, 2)
+    else:
+        c1 = c2 = math.nan
+    rho = _spearman(x, y)
+    vertex = -c1 / (2 * c2) if c2 else math.inf  # turning point of the quadratic, in standardised x
+    u_lo, u_hi = np.quantile(u, [0.2, 0.8]) if sx > 0 else (0.0, 0.0)
+    if abs(c2) >= 0.15 and u_lo < vertex < u_hi and abs(rho) < 0.6 and 0.2 < frac_inc < 0.8:
+        trend = "non-monotone (U-shaped)" if c2 > 0 else "non-monotone (peaked)"
+    elif rho >= 0.3 and frac_inc >= 0.75:
+        trend = "increasing"
+    elif rho <= -0.3 and frac_inc <= 0.25:
+        trend = "decreasing"
+    elif abs(rho) > 0.1:
+        trend = "weakly increasing" if rho > 0 else "weakly decreasing"
+    else:
+        trend = "no clear trend"
+    curvature = "convex" if c2 > 0.05 else "concave" if c2 < -0.05 else "near-linear"
+    return {
+        "spearman": sig(rho),
+        "frac_increasing": sig(frac_inc),
+        "frac_convex": sig(frac_convex),
+        "linear_coef": sig(c1),
+        "quadratic_coef": sig(c2),
+        "trend": trend,
+        "curvature": curvature,
+    }
+
+
+def monotonicity(X: Any, y: Any, names: list[str] | None = None, variables: list[str] | None = None) -> dict[str, Any]:
+    """Trend and curvature of the target along each input.
+
+    ``frac_increasing`` is the fraction of positive differences of y after sorting by x, taken over equal-count
+    bin means (binning damps the scatter other inputs add); ``quadratic_coef`` comes from a quadratic fit in
+    standardised units (y/std(y) against (x-mean)/std), ``frac_convex`` is the fraction of positive second
+    differences. Why: trend and curvature narrow the family of terms worth trying.
+    """
+    X, y = _as_xy(X, y)
+    names = _names(names, X.shape[1])
+    ok = _finite_rows(X, y)
+    X, y = X[ok], y[ok]
+    per = {names[j]: _shape(X[:, j], y) for j in _columns(names, variables)} if len(y) >= 8 else {}
+    groups: dict[str, list[str]] = {}
+    for k, v in per.items():
+        groups.setdefault(v["trend"], []).append(f"{k} ({v['curvature']})")
+    summary = "; ".join(f"{t} in {', '.join(v[:5])}{' ...' if len(v) > 5 else ''}" for t, v in groups.items())
+    return {"n": int(len(y)), "per_variable": per,
+            "summary": f"Target is {summary}." if summary else "Too few rows."}
+
+
+# -- periodicity -------------------------------------------------------------------------------------------------
+def find_time_variable(names: list[str], variable: str | None = None) -> str | None:
+    """``variable`` when given, else the input named t or time (any case), else ``None``."""
+    if variable:
+        if variable not in names:
+            raise ValueError(f"unknown variable {variable!r}; known: {names}")
+        return variable
+    for name in names:
+        if name.lower() in TIME_NAMES:
+            return name
+    return None
+
+
+def periodicity(
+    X: Any, y: Any, names: list[str] | None = None, variable: str | None = None, top_k: int = 3
+) -> dict[str, Any]:
+    """Spectrum of the target along a time-like input: dominant frequencies and their share of the power.
+
+    Samples are sorted by the variable, duplicates averaged, linearly interpolated to a uniform grid, detrended
+    and Hann-windowed before the FFT. Frequencies are in cycles per unit of the variable (``angular`` = 2*pi*f,
+    what goes inside sin()). Why: a clear spectral peak suggests sin/cos terms and their frequency.
+    """
+    X, y = _as_xy(X, y)
+    names = _names(names, X.shape[1])
+    tvar = find_time_variable(names, variable)
+    if tvar is None:
+        return {"time_variable": None, "summary": "No time variable (no input named t/time); pass `variable` to "
+                "analyse the spectrum along another input."}
+    t = X[:, names.index(tvar)]
+    ok = np.isfinite(t) & np.isfinite(y)
+    tu, inverse = np.unique(t[ok], return_inverse=True)
+    if tu.size < 16:
+        return {"time_variable": tvar, "summary": f"Too few distinct {tvar} values ({tu.size}) for a spectrum."}
+    yu = np.bincount(inverse, weights=y[ok]) / np.bincount(inverse)
+    m = int(np.clip(tu.size, 64, 4096))
+    grid = np.linspace(tu[0], tu[-1], m)
+    dt = grid[1] - grid[0]
+    yi = np.interp(grid, tu, yu)
+    yi = yi - np.polyval(np.polyfit(grid, yi, 1), grid)
+    power = np.abs(sp_fft.rfft(yi * np.hanning(m))) ** 2
+    freqs = sp_fft.rfftfreq(m, d=dt)
+    power[0] = 0.0
+    total = float(power.sum())
+    base = {"time_variable": tvar, "span": sig(tu[-1] - tu[0]), "resolution": sig(1.0 / (tu[-1] - tu[0])),
+            "nyquist": sig(0.5 / dt)}
+    if total <= 0 or not math.isfinite(total):
+        return {**base, "dominant": [], "summary": f"Target is constant or linear along {tvar}: no spectrum."}
+
+    peaks = [i for i in range(1, len(power) - 1) if power[i] >= power[i - 1] and power[i] >= power[i + 1]]
+    peaks.sort(key=lambda i: -power[i])
+    chosen: list[int] = []
+    for i in peaks:
+        if all(abs(i - j) > 3 for j in chosen):
+            chosen.append(i)
+        if len(chosen) == top_k:
+            break
+    dominant = []
+    for i in chosen:
+        lp = np.log(power[i - 1 : i + 2] + 1e-300)  # parabolic refinement of the peak position
+        denom = lp[0] - 2 * lp[1] + lp[2]
+        shift = 0.5 * (lp[0] - lp[2]) / denom if denom < 0 else 0.0
+        f = (i + float(np.clip(shift, -0.5, 0.5))) * (freqs[1] - freqs[0])
+        share = float(power[max(1, i - 2) : i + 3].sum() / total)  # Hann main lobe spans +-2 bins
+        dominant.append({"frequency": sig(f), "period": sig(1 / f) if f > 0 else math.inf,
+                         "angular": sig(2 * math.pi * f), "power_share": sig(share)})
+    top = dominant[0] if dominant else None
+    if top and top["power_share"] >= 0.3:
+        summary = (f"Along {tvar}: dominant frequency {fmt(top['frequency'])} (period {fmt(top['period'])}, angular "
+                   f"{fmt(top['angular'])}) holds {top['power_share']:.0%} of the power: clearly periodic.")
+        if len(dominant) > 1 and dominant[1]["power_share"] >= 0.1:
+            summary += f" Second peak at {fmt(dominant[1]['frequency'])} ({dominant[1]['power_share']:.0%})."
+    else:
+        share = top["power_share"] if top else 0.0
+        summary = (f"Along {tvar}: no dominant frequency (largest peak holds {share:.0%} of the power): "
+                   "not clearly periodic.")
+    return {**base, "dominant": dominant, "periodic": bool(top and top["power_share"] >= 0.3), "summary": summary}
+
+
+# -- power laws --------------------------------------------------------------------------------------------------
+def _loglog_fit(lx: np.ndarray, ly: np.ndarray) -> tuple[float, float, float]:
+    slope, intercept = np.polyfit(lx, ly, 1)
+    resid = ly - (slope * lx + intercept)
+    ss = float(((ly - ly.mean()) ** 2).sum())
+    r2 = 1 - float(resid @ resid) / ss if ss > 0 else math.nan
+    return float(slope), float(intercept), r2
+
+
+def power_law(X: Any, y: Any, names: list[str] | None = None, variables: list[str] | None = None) -> dict[str, Any]:
+    """Log-log slope of |y| against |x| for each input (rows where both are nonzero), with the fit's r².
+
+    Also a joint fit log|y| = a + sum_i b_i log|x_i| over rows where every input is nonzero. Why: a straight
+    log-log line with a clean slope is strong evidence of a power-law factor y ~ x^slope.
+    """
+    X, y = _as_xy(X, y)
+    names = _names(names, X.shape[1])
+    cols = _columns(names, variables)
+    per: dict[str, dict[str, Any]] = {}
+    for j in cols:
+        x = X[:, j]
+        ok = np.isfinite(x) & np.isfinite(y) & (x != 0) & (y != 0)
+        entry: dict[str, Any] = {"n_used": int(ok.sum()), "used_abs": bool(np.any(x[ok] < 0) or np.any(y[ok] < 0))}
+        lx, ly = np.log(np.abs(x[ok])), np.log(np.abs(y[ok]))
+        if ok.sum() < 8 or lx.std() < 0.05:
+            entry["note"] = "too few rows or too narrow a range"
+        else:
+            slope, intercept, r2 = _loglog_fit(lx, ly)
+            entry.update(slope=sig(slope), prefactor=sig(math.exp(intercept)) if intercept < 700 else math.inf,
+                         r2=sig(r2))
+        per[names[j]] = entry
+    out: dict[str, Any] = {"per_variable": per}
+
+    ok = _finite_rows(X[:, cols], y) & (X[:, cols] != 0).all(axis=1) & (y != 0)
+    if len(cols) > 1 and ok.sum() >= max(10, 3 * len(cols)):
+        A = np.column_stack([np.log(np.abs(X[ok][:, cols])), np.ones(ok.sum())])
+        ly = np.log(np.abs(y[ok]))
+        coef, *_ = np.linalg.lstsq(A, ly, rcond=None)
+        ss = float(((ly - ly.mean()) ** 2).sum())
+        r2 = 1 - float(((ly - A @ coef) ** 2).sum()) / ss if ss > 0 else math.nan
+        out["joint"] = {"exponents": {names[j]: sig(c) for j, c in zip(cols, coef[:-1])}, "r2": sig(r2),
+                        "n_used": int(ok.sum())}
+
+    fitted = [(k, v) for k, v in per.items() if "r2" in v and math.isfinite(v["r2"])]
+    good = sorted([kv for kv in fitted if kv[1]["r2"] >= 0.9], key=lambda kv: -kv[1]["r2"])
+    sentences = []
+    if good:
+        sentences.append("Clean power law in " + ", ".join(f"{k} (slope {fmt(v['slope'])}, r² {fmt(v['r2'])})"
+                                                           for k, v in good[:4]) + ".")
+    elif fitted:
+        k, v = max(fitted, key=lambda kv: kv[1]["r2"])
+        sentences.append(f"No clean single-input power law; best {k} (slope {fmt(v['slope'])}, r² {fmt(v['r2'])}).")
+    else:
+        sentences.append("No input allows a log-log fit.")
+    if "joint" in out and out["joint"]["r2"] >= 0.9:
+        exps = ", ".join(f"{k}^{fmt(v)}" for k, v in list(out["joint"]["exponents"].items())[:6])
+        sentences.append(f"Joint log-log fit r² {fmt(out['joint']['r2'])}: y ~ {exps}.")
+    out["summary"] = " ".join(sentences)
+    return out
+
+
+# -- residual diagnostics ----------------------------------------------------------------------------------------
+def _trend_thresholds(n: int, k: int, n_tests: int, alpha: float = 0.01) -> tuple[float, float]:
+    """|Spearman| and eta2 above which a residual trend is flagged: significant at ``alpha`` after a Bonferroni
+    correction over the inputs tested (so wide data does not flag noise), and never below a minimal effect size."""
+    a = alpha / max(1, n_tests)
+    rho = norm.isf(a / 2) / math.sqrt(max(n - 1, 1))
+    f_crit = f_dist.isf(a, k - 1, max(n - k, 1))
+    eta2 = (k - 1) * f_crit / ((k - 1) * f_crit + max(n - k, 1))
+    return max(0.1, float(rho)), max(0.05, float(eta2))
+
+
+def residual_analysis(
+    X: Any, y: Any, pred: Any, names: list[str] | None = None, *, n_bins: int = 8, worst_frac: float = 0.05
+) -> dict[str, Any]:
+    """Structure left in the residuals y - pred: trends per input, heteroscedasticity, worst-fit regions.
+
+    Per input: Spearman of residual with x and the correlation ratio ``eta2`` (share of residual variance
+    explained by means over ~8 equal-count bins of x, which also catches U-shapes), plus the bin means.
+    Why: a residual that still depends on an input says which term is missing or wrong.
+    """
+    X, y = _as_xy(X, y)
+    pred = np.asarray(pred, dtype=float).ravel()
+    names = _names(names, X.shape[1])
+    finite = _finite_rows(X, y) & np.isfinite(pred)
+    out: dict[str, Any] = {"n": int(finite.sum()), "n_nonfinite_pred": int((~np.isfinite(pred)).sum())}
+    X, y, pred = X[finite], y[finite], pred[finite]
+    if len(y) < 8:
+        out["summary"] = "Too few finite predictions to analyse residuals."
+        return out
+    r = y - pred
+    sy = float(y.std()) or 1.0
+    rel_rms = float(np.sqrt(np.mean(r**2))) / sy
+    out["rel_rms"] = sig(rel_rms)
+    out["mean_residual"] = sig(r.mean())
+    exact = rel_rms < 1e-6
+    cols = _columns(names, None)
+    bins = int(min(n_bins, max(2, len(y) // 5)))
+
+    trends: dict[str, dict[str, Any]] = {}
+    rho_thr, eta_thr = _trend_thresholds(len(y), bins, len(cols))
+    for j in cols:
+        x = X[:, j]
+        rho = _spearman(x, r)
+        xm, rm, cnt = _binned_means(x, r, bins)
+        var_r = float(r.var())
+        eta2 = float(np.sum(cnt * (rm - r.mean()) ** 2) / (len(r) * var_r)) if var_r > 0 else 0.0
+        flagged = (not exact) and (eta2 > eta_thr or abs(rho) > rho_thr)
+        trends[names[j]] = {"spearman": sig(rho), "eta2": sig(eta2), "flagged": bool(flagged),
+                            "bin_x": [sig(v, 3) for v in xm], "bin_mean_resid": [sig(v, 3) for v in rm]}
+    out["trend"] = trends
+
+    ar = np.abs(r)
+    hetero = {"abs_resid_vs_abs_y": sig(_spearman(ar, np.abs(y)))}
+    hetero.update({f"abs_resid_vs_{names[j]}": sig(_spearman(ar, X[:, j])) for j in cols})
+    out["heteroscedasticity"] = hetero
+
+    n_worst = max(1, int(math.ceil(worst_frac * len(r))))
+    worst = np.argsort(-ar)[:n_worst]
+    regions: dict[str, Any] = {}
+    for j in cols:
+        x = X[:, j]
+        lo, hi = float(x.min()), float(x.max())
+        wlo, whi = float(x[worst].min()), float(x[worst].max())
+        span = (whi - wlo) / (hi - lo) if hi > lo else 1.0
+        regions[names[j]] = {"range": [sig(wlo), sig(whi)], "full": [sig(lo), sig(hi)], "span_frac": sig(span)}
+    out["worst_regions"] = {"n_points": n_worst, "max_abs_resid": sig(ar[worst[0]]), "per_variable": regions}
+
+    sentences = [f"Residual rms is {fmt(rel_rms)} x std(y)."]
+    if exact:
+        sentences.append("Fit is essentially exact; nothing to flag.")
+        out["finding"] = sentences[-1]
+    else:
+        flagged = sorted((name for name, v in trends.items() if v["flagged"]), key=lambda n: -trends[n]["eta2"])
+        if flagged:
+            sentences.append("Residual still depends on " + ", ".join(
+                f"{k} (eta2 {fmt(trends[k]['eta2'])}, spearman {fmt(trends[k]['spearman'])})" for k in flagged[:4])
+                + ": a term in these is missing or wrong.")
+        else:
+            sentences.append("No residual trend along any input.")
+        out["finding"] = sentences[-1]
+        het = {k: v for k, v in hetero.items() if math.isfinite(v) and abs(v) > 0.3}
+        concentrated = [k for k, v in regions.items() if v["span_frac"] < 0.3]
+        extra = []
+        if het:
+            k0 = max(het, key=lambda k: abs(het[k]))
+            extra.append(f"|residual| varies with {k0.replace('abs_resid_vs_', '')} (rank corr {fmt(het[k0])})")
+        if concentrated:
+            c = concentrated[0]
+            extra.append(f"worst {n_worst} points lie in {c} in [{fmt(regions[c]['range'][0])}, "
+                         f"{fmt(regions[c]['range'][1])}]")
+        if extra:
+            text = "; ".join(extra)
+            sentences.append(text[0].upper() + text[1:] + ".")
+    out["summary"] = " ".join(sentences)
+    return out
+
+
+def _drop_term_texts(expr: Any, params: list[float], max_terms: int) -> list[tuple[str, str, list[float]]]:
+    """(dropped term, remaining skeleton, start values for its parameters) per top-level term of ``expr``.
+
+    Texts are printed by the engine's own printer so they parse back; start values are the full fit's constants.
+    """
+    import sympy
+
+    from harness.expression import Expression
+
+    terms = list(sympy.Add.make_args(expr.sympy))
+    if len(terms) < 2:
+        return []
+    values = dict(zip(expr.parameters, params))
+    out = []
+    for i, term in enumerate(terms[:max_terms]):
+        rest = Expression(sympy.Add(*(t for j, t in enumerate(terms) if j != i)), expr.variables)
+        start = [float(values.get(name, 1.0)) for name in rest.parameters]
+        out.append((str(Expression(term, expr.variables)), str(rest), start))
+    return out
+
+
+def residual_report(
+    candidate_or_text: Any, context: Any, *, drop_terms: bool = True, max_terms: int = 8, removable_tol: float = 0.05
+) -> dict[str, Any]:
+    """Residual diagnostics of a candidate on the train+valid data, its ID/OOD error ratio, and drop-one refits.
+
+    ``candidate_or_text`` is a :class:`~harness.candidates.Candidate` or an expression text in engine grammar
+    (then fitted with ``evaluate_candidate``). Drop-one: the skeleton's top-level sum is split into terms, each
+    is removed in turn and the rest refitted; a term whose removal raises valid NMSE by less than
+    ``removable_tol`` (relative) is reported as removable; for an equation without free parameters its numeric
+    constants are refitted instead. Why: roles use this to decide what to add or prune.
+    """
+    import sympy
+
+    from harness.candidates import Candidate
+    from harness.context import evaluate_candidate
+    from harness.expression import ExpressionError, parse_expression
+
+    cand = candidate_or_text
+    if not isinstance(cand, Candidate):
+        cand = evaluate_candidate(str(candidate_or_text), context, source="analysis")
+    expr = parse_expression(cand.expression, context.variables)
+    X = np.vstack([context.train.X, context.valid.X])
+    y = np.concatenate([context.train.y, context.valid.y])
+    params = np.asarray(cand.params, dtype=float) if expr.n_params else None
+    pred = expr(X, params)
+    report: dict[str, Any] = {
+        "candidate": cand.to_record(),  # the fitted candidate (agents pool candidates found in tool results)
+        "valid_nmse": sig(cand.metric("valid", "nmse")),
+        "residuals": residual_analysis(X, y, pred, context.variables),
+    }
+
+    nmse_id, nmse_ood = cand.metric("test_id", "nmse"), cand.metric("test_ood", "nmse")
+    if "test_id" in cand.metrics and "test_ood" in cand.metrics:
+        ratio = nmse_ood / nmse_id if nmse_id > 0 else (math.inf if nmse_ood > 0 else 1.0)
+        report["id_ood"] = {"nmse_id": sig(nmse_id), "nmse_ood": sig(nmse_ood), "ratio": sig(ratio)}
+
+    if drop_terms:
+        base = cand.metric("valid", "nmse")
+        literal_only = expr.n_params == 0  # a fitted equation: refit its numbers as free parameters
+        drops = []
+        n_terms = len(sympy.Add.make_args(expr.sympy))
+        for term, rest, start in _drop_term_texts(expr, list(cand.params), max_terms):
+            entry: dict[str, Any] = {"term": term[:120]}
+            try:
+                refit = evaluate_candidate(rest, context, source="analysis", initial_params=start or None,
+                                           constants_as_params=literal_only)
+                nmse = refit.metric("valid", "nmse")
+                rel = (nmse - base) / max(base, 1e-10) if math.isfinite(nmse) else math.inf
+                entry.update(valid_nmse=sig(nmse), rel_change=sig(rel),
+                             removable=bool(math.isfinite(nmse) and nmse <= base * (1 + removable_tol) + 1e-10))
+            except (ExpressionError, ValueError) as exc:
+                entry.update(error=str(exc)[:120], removable=False)
+            drops.append(entry)
+        report["drop_one"] = {"n_terms": n_terms, "capped": n_terms > max_terms, "terms": drops}
+
+    first = f"Valid NMSE {fmt(report['valid_nmse'])}"
+    if "id_ood" in report:
+        first += f", OOD/ID NMSE ratio {fmt(report['id_ood']['ratio'])}"
+    sentences = [first + ".", report["residuals"].get("finding", report["residuals"]["summary"])]
+    removable = [d["term"] for d in report.get("drop_one", {}).get("terms", []) if d.get("removable")]
+    if removable:
+        sentences.append("Removable terms (barely change the fit): " + ", ".join(removable[:4]) + ".")
+    report["summary"] = " ".join(sentences)
+    return report

@@ -1,0 +1,176 @@
+"""Command line: ``python -m harness <command> key=value ...``.
+
+The first argument picks the command; the rest are Hydra overrides of that command's config ``conf/<name>.yaml``
+(Hydra also gives ``--multirun``, ``--cfg job`` and launchers). A new command is one decorated function::
+
+    @command("solve")
+    def solve_command(cfg: DictConfig) -> int:
+        ...
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from omegaconf import DictConfig, OmegaConf
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+CommandFn = Callable[[DictConfig], int]
+COMMANDS: dict[str, tuple[str, CommandFn]] = {}
+
+
+def command(name: str, config_name: str | None = None) -> Callable[[CommandFn], CommandFn]:
+    """Register ``fn`` as ``python -m harness <name>``, configured by ``conf/<config_name or name>.yaml``."""
+
+    def register(fn: CommandFn) -> CommandFn:
+        COMMANDS[name] = (config_name or name, fn)
+        return fn
+
+    return register
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch on the first word, hand the rest to Hydra; returns the command's exit code."""
+    import hydra
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help") or args[0] not in COMMANDS:
+        known = ", ".join(sorted(COMMANDS))
+        print(f"usage: python -m harness <command> [key=value ...]\ncommands: {known}", file=sys.stderr)
+        return 0 if args and args[0] in ("-h", "--help") else 2
+    name, overrides = args[0], args[1:]
+    config_name, fn = COMMANDS[name]
+    outcome: dict[str, int] = {}
+
+    @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=config_name)
+    def app(cfg: DictConfig) -> None:
+        outcome["rc"] = int(fn(cfg) or 0)
+
+    saved = sys.argv
+    sys.argv = [f"harness {name}", *overrides]
+    try:
+        app()
+    finally:
+        sys.argv = saved
+    return outcome.get("rc", 0)
+
+
+# -- shared helpers -------------------------------------------------------------------------------------------------
+def load_task(data: str, target: str | None = None, name: str | None = None) -> Any:
+    """A task from a CSV file (``target`` column, default the last) or a folder in the LLM-SR layout."""
+    path = Path(data).expanduser()
+    if path.is_dir():
+        from benchmarks.sources import llm_sr
+
+        return llm_sr.load_folder(path, name=name)
+    if path.is_file():
+        from benchmarks.sources import table
+
+        if target is None:
+            target = _last_column(path)
+        return table.load_table(path, target=target, name=name)
+    raise FileNotFoundError(f"data={data!r}: no such file or folder")
+
+
+def _last_column(path: Path) -> str:
+    """Header's last column of a CSV file (the LLM-SR convention for the target)."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as fh:
+        header = next(csv.reader(fh), [])
+    if not header:
+        raise ValueError(f"data={str(path)!r}: empty file; pass target=<column>")
+    return header[-1].strip()
+
+
+def run_dir_of(cfg: DictConfig) -> Path:
+    """This job's output folder: ``out`` for a single run, ``out/<job number>`` in a Hydra multirun."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return Path(HydraConfig.get().runtime.output_dir)
+    except ValueError:  # called outside a Hydra app (tests)
+        return Path(cfg.out)
+
+
+def plain(cfg: DictConfig, key: str) -> dict[str, Any]:
+    """A config section as a plain dict (for pydantic / dataclass construction)."""
+    section = cfg.get(key)
+    return dict(OmegaConf.to_container(section, resolve=True)) if section is not None else {}
+
+
+# -- commands -------------------------------------------------------------------------------------------------------
+@command("agent")
+def agent_command(cfg: DictConfig) -> int:
+    """Run the R-C-L-K agent on one task, print progress and the best equation."""
+    from rich.console import Console
+
+    from harness.agent import AgentConfig, SRAgent
+    from harness.context import AgentContext, Budget, BudgetTracker, FitSettings
+    from harness.llm.config import LLMConfig, make_llm
+
+    console = Console()
+    run_dir = run_dir_of(cfg)
+    try:  # user mistakes (paths, columns, config values) get a message, not a traceback
+        task = load_task(str(cfg.data), cfg.get("target"), cfg.get("name"))
+        agent_config = AgentConfig(**plain(cfg, "agent"))
+        llm_config = LLMConfig(**{k: v for k, v in plain(cfg, "llm").items() if v is not None})
+        context = AgentContext(
+            task=task,
+            seed=int(cfg.seed),
+            workspace=run_dir,
+            fit=FitSettings(**plain(cfg, "fit")),
+            budget=BudgetTracker(Budget(**plain(cfg, "budget"))),
+        )
+    except (OSError, ValueError, TypeError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+    context.extras["backend"] = cfg.get("backend")
+    console.print(f"[bold]task[/] {task!r}\n[bold]run folder[/] {run_dir}")
+    llm = make_llm(llm_config)
+    run_info = {"command": "agent", "cli": OmegaConf.to_container(cfg, resolve=True), "llm": llm.description}
+    agent = SRAgent(llm, context, agent_config, run_dir=run_dir, on_node=_node_printer(console), run_info=run_info)
+    try:
+        result = agent.run()
+    finally:
+        llm.close()
+    _print_result(console, result)
+    return 0 if result.status in ("completed", "target_reached", "budget_exhausted") else 1
+
+
+def _node_printer(console: Any) -> Callable[[Any], None]:
+    def show(node: Any) -> None:
+        where = f"r{node.R}c{node.C} L{node.L}" + (f" K{node.K}" if node.K is not None else "")
+        tools = ", ".join(f"{t['tool_name']}{'' if t.get('ok') else ' (failed)'}" for t in node.tool_results)
+        best = min((c["metrics"].get("valid", {}).get("nmse", float("inf")) for c in node.candidates), default=None)
+        text = f"[cyan]{where}[/] {tools or 'no tool call'}"
+        if node.candidates:
+            text += f"; {len(node.candidates)} candidates, best valid nmse {best:.3g}"
+        if node.error:
+            text += f" [red]{node.error[:120]}[/]"
+        console.print(text)
+
+    return show
+
+
+def _print_result(console: Any, result: Any) -> None:
+    from rich.table import Table
+
+    console.print(f"[bold]status[/] {result.status}" + (f" ({result.error})" if result.error else ""))
+    best = result.best
+    if best is None:
+        console.print("[yellow]no equation found[/]")
+    else:
+        console.print(f"[bold green]best[/] {best.equation}   (complexity {best.complexity})")
+        table = Table(title="metrics of the best equation")
+        columns = ["nmse", "r2", "acc_0.1", "acc_0.01", "acc_0.001"]
+        table.add_column("split")
+        for col in columns:
+            table.add_column(col, justify="right")
+        for split, metrics in best.metrics.items():
+            table.add_row(split, *(f"{metrics.get(c, float('nan')):.4g}" for c in columns))
+        console.print(table)
+    console.print(f"{result.responses} model responses, {result.counts.get('nodes', 0)} nodes; run folder {result.run_dir}")

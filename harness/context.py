@@ -1,0 +1,202 @@
+"""Run context: what a tool or role needs from the run without the model ever seeing raw arrays.
+
+``AgentContext`` carries the task, its train/valid split, fitting settings, the workspace folder, the budget and
+the cancellation flag. ``evaluate_candidate`` is the single path from an expression text to a scored
+:class:`Candidate`: parse with the engine, fit constants on train in float64, score on every split.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.candidates import Candidate
+from harness.task import Split, Task
+
+
+class BudgetExhausted(Exception):
+    """Raised when a run would exceed its budget; the run stops and keeps what it has."""
+
+
+@dataclass
+class Budget:
+    """Limits of one run; ``None`` means unlimited."""
+
+    max_llm_calls: int | None = None
+    max_solver_runs: int | None = None
+    max_seconds: float | None = None
+    max_tokens: int | None = None
+
+
+class BudgetTracker:
+    """Thread-safe counters of what a run has used, checked against its :class:`Budget`."""
+
+    def __init__(self, budget: Budget | None = None):
+        self.budget = budget or Budget()
+        self.started = time.monotonic()
+        self.llm_calls = 0
+        self.tokens = 0
+        self.solver_runs = 0
+        self.tool_calls = 0
+        self._lock = threading.Lock()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def add_llm(self, calls: int = 1, tokens: int = 0) -> None:
+        with self._lock:
+            self.llm_calls += calls
+            self.tokens += tokens
+
+    def add_solver(self, runs: int = 1) -> None:
+        with self._lock:
+            self.solver_runs += runs
+
+    def add_tool(self, calls: int = 1) -> None:
+        with self._lock:
+            self.tool_calls += calls
+
+    def exhausted(self) -> str | None:
+        """Why the budget is spent, or ``None`` while some is left."""
+        b = self.budget
+        if b.max_llm_calls is not None and self.llm_calls >= b.max_llm_calls:
+            return f"LLM call budget spent ({self.llm_calls}/{b.max_llm_calls})"
+        if b.max_solver_runs is not None and self.solver_runs >= b.max_solver_runs:
+            return f"solver budget spent ({self.solver_runs}/{b.max_solver_runs})"
+        if b.max_tokens is not None and self.tokens >= b.max_tokens:
+            return f"token budget spent ({self.tokens}/{b.max_tokens})"
+        if b.max_seconds is not None and self.elapsed() >= b.max_seconds:
+            return f"time budget spent ({self.elapsed():.1f}s/{b.max_seconds}s)"
+        return None
+
+    def check(self) -> None:
+        reason = self.exhausted()
+        if reason:
+            raise BudgetExhausted(reason)
+
+    def seconds_left(self) -> float | None:
+        if self.budget.max_seconds is None:
+            return None
+        return max(0.0, self.budget.max_seconds - self.elapsed())
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "llm_calls": self.llm_calls,
+                "tokens": self.tokens,
+                "solver_runs": self.solver_runs,
+                "tool_calls": self.tool_calls,
+                "seconds": round(self.elapsed(), 3),
+            }
+
+
+@dataclass
+class FitSettings:
+    """How candidate constants are fitted (see harness.evaluator.fit)."""
+
+    n_starts: int = 4
+    max_seconds: float = 2.0
+    loss: str = "mse"
+    valid_fraction: float = 0.2
+
+
+@dataclass
+class AgentContext:
+    """Everything a run's tools and roles share. Built once per (task, run)."""
+
+    task: Task
+    seed: int = 0
+    workspace: Path | None = None
+    fit: FitSettings = field(default_factory=FitSettings)
+    budget: BudgetTracker = field(default_factory=BudgetTracker)
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+    llm: Any = None
+    state: Any = None  # the SearchRunState when a run records one
+    extras: dict[str, Any] = field(default_factory=dict)
+    _train: Split | None = field(default=None, init=False, repr=False)
+    _valid: Split | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._train, self._valid = self.task.train_valid(self.fit.valid_fraction, seed=self.seed)
+
+    @property
+    def train(self) -> Split:
+        assert self._train is not None
+        return self._train
+
+    @property
+    def valid(self) -> Split:
+        assert self._valid is not None
+        return self._valid
+
+    @property
+    def variables(self) -> list[str]:
+        return list(self.task.input_names)
+
+    def eval_splits(self) -> dict[str, Split]:
+        """Splits a candidate is scored on: train, valid, and the task's test splits where present."""
+        out = {"train": self.train, "valid": self.valid}
+        if self.task.test_id is not None:
+            out["test_id"] = self.task.test_id
+        if self.task.test_ood is not None:
+            out["test_ood"] = self.task.test_ood
+        return out
+
+    def cancelled(self) -> bool:
+        return self.cancel_event.is_set()
+
+
+def evaluate_candidate(
+    text: str,
+    context: AgentContext,
+    *,
+    source: str = "",
+    initial_params: np.ndarray | list[float] | None = None,
+    constants_as_params: bool = False,
+    count_solver_run: bool = False,
+) -> Candidate:
+    """Parse ``text``, fit its constants on train, score every split. Raises ``ExpressionError`` on bad text.
+
+    ``constants_as_params`` turns numeric literals into free parameters first (used for engine output written
+    in single precision, so its constants are refitted in float64 starting from the engine's values).
+    """
+    from harness.evaluator import fit, score
+    from harness.expression import parse_expression
+
+    expr = parse_expression(text, context.variables, constants_as_params=constants_as_params)
+    if count_solver_run:
+        context.budget.add_solver()
+    if initial_params is not None and expr.n_params:
+        start = np.asarray(initial_params, dtype=float)
+        if start.shape == (expr.n_params,):
+            expr.initial_params = start
+    result = fit(
+        expr,
+        context.train.X,
+        context.train.y,
+        n_starts=context.fit.n_starts,
+        seed=context.seed,
+        max_seconds=context.fit.max_seconds,
+        loss=context.fit.loss,
+    )
+    params = np.asarray(result.params, dtype=float)
+    metrics = {"train": result.metrics}
+    for name, split in context.eval_splits().items():
+        if name == "train":
+            continue
+        metrics[name] = score(expr, params, split.X, split.y)
+    return Candidate(
+        expression=str(expr),
+        params=[float(p) for p in params],
+        equation=expr.to_string(params),
+        complexity=int(expr.complexity),
+        metrics=metrics,
+        source=source,
+        status=result.status,
+        info={"fit_message": result.message, "fit_seconds": round(result.seconds, 4)},
+    )

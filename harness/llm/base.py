@@ -1,0 +1,341 @@
+"""Provider-neutral LLM types: requests go in as OpenAI-style messages, :class:`LLMResponse` objects come out.
+
+Every provider (embedded llama.cpp, OpenAI-compatible servers, in-process vLLM, scripted test doubles) implements
+:class:`LLMClient.complete`. Everything above this layer (roles, agents, parsers) only sees these types, so a run
+can switch providers through configuration alone.
+
+Also here: :class:`UsageCounter` (thread-safe accounting, because samples and branches run concurrently) and
+:func:`call_with_retries`, the one retry policy shared by the network clients, so every provider fails the same
+way: transient problems are retried with exponential backoff and jitter, everything else fails at once with an
+:class:`LLMError` that says which server/model, what failed and after how many tries.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, TypeVar
+
+T = TypeVar("T")
+
+Message = dict[str, Any]
+
+
+@dataclass
+class ToolCall:
+    """One function call requested by the model.
+
+    ``parse_error`` is set (and ``arguments`` left empty) when the model named a function but its arguments were
+    not valid JSON; parsers drop such calls and report the error instead of inventing arguments.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    parse_error: str | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        """The call in OpenAI's assistant-message ``tool_calls`` format (arguments as a JSON string)."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": json.dumps(self.arguments)},
+        }
+
+
+@dataclass
+class LLMResponse:
+    """One sampled completion. ``error`` is set (and ``text`` empty) for a sample that failed inside a batch."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    error: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_message(self) -> Message:
+        """The assistant message to append to the conversation history."""
+        msg: Message = {"role": "assistant", "content": self.text or ("" if not self.tool_calls else None)}
+        if self.tool_calls:
+            msg["tool_calls"] = [tc.to_openai() for tc in self.tool_calls if tc.parse_error is None]
+        return msg
+
+
+class LLMError(RuntimeError):
+    """A model call that could not be completed (after retries, where retrying made sense)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        status: int | None = None,
+        attempts: int = 0,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
+        self.attempts = attempts
+
+
+class UsageCounter:
+    """Thread-safe usage accounting for one client.
+
+    ``calls``: ``complete()`` invocations; ``responses``: samples returned; ``failures``: invocations that ended
+    in :class:`LLMError`; ``retries``: extra attempts after transient errors; ``seconds``: wall time spent inside
+    ``complete()``.
+    """
+
+    FIELDS = ("calls", "responses", "prompt_tokens", "completion_tokens", "failures", "retries", "seconds")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.responses = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.failures = 0
+        self.retries = 0
+        self.seconds = 0.0
+
+    def add(self, **deltas: float) -> None:
+        with self._lock:
+            for key, value in deltas.items():
+                if key not in self.FIELDS:
+                    raise KeyError(f"unknown usage field {key!r}")
+                setattr(self, key, getattr(self, key) + value)
+
+    def record(self, responses: list[LLMResponse], seconds: float) -> None:
+        """Account one successful ``complete()`` call."""
+        self.add(
+            calls=1,
+            responses=len(responses),
+            prompt_tokens=sum(r.prompt_tokens for r in responses),
+            completion_tokens=sum(r.completion_tokens for r in responses),
+            seconds=seconds,
+        )
+
+    def snapshot(self) -> dict[str, float]:
+        with self._lock:
+            return {key: getattr(self, key) for key in self.FIELDS}
+
+
+# -- retries --------------------------------------------------------------------------------------------------------
+
+Verdict = Literal["retry", "fail"]
+
+
+@dataclass
+class RetryPolicy:
+    """Exponential backoff with jitter: wait ``backoff_s * 2**k`` (capped) times a random factor in [0.5, 1.5)."""
+
+    max_retries: int = 3
+    backoff_s: float = 0.5
+    max_backoff_s: float = 10.0
+
+    def delay(self, retry_index: int, rng: random.Random | None = None) -> float:
+        base = min(self.max_backoff_s, self.backoff_s * (2**retry_index))
+        return base * (0.5 + (rng or random).random())
+
+
+def call_with_retries(
+    fn: Callable[[], T],
+    *,
+    what: str,
+    classify: Callable[[BaseException], tuple[Verdict, str, int | None]],
+    policy: RetryPolicy,
+    usage: UsageCounter | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    retry_after: Callable[[BaseException], float | None] | None = None,
+) -> T:
+    """Run ``fn``; retry what ``classify`` calls transient; raise :class:`LLMError` otherwise or when tries run out.
+
+    ``classify(exc)`` returns ``(verdict, short description, HTTP status or None)``. :class:`LLMError` raised by
+    ``fn`` passes through untouched. ``retry_after(exc)`` may return a server-requested wait (HTTP Retry-After),
+    honoured up to the policy's cap.
+    """
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return fn()
+        except LLMError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure is classified below
+            verdict, description, status = classify(exc)
+            if verdict == "fail":
+                raise LLMError(
+                    f"{what}: request rejected ({description}); not retried",
+                    retryable=False,
+                    status=status,
+                    attempts=attempts,
+                ) from exc
+            if attempts > policy.max_retries:
+                raise LLMError(
+                    f"{what}: failed after {attempts} tries ({description})",
+                    retryable=True,
+                    status=status,
+                    attempts=attempts,
+                ) from exc
+            wait = policy.delay(attempts - 1)
+            if retry_after is not None:
+                requested = retry_after(exc)
+                if requested is not None:
+                    wait = max(wait, min(requested, policy.max_backoff_s))
+            if usage is not None:
+                usage.add(retries=1)
+            sleep(wait)
+
+
+# -- the client interface -------------------------------------------------------------------------------------------
+
+
+class LLMClient(ABC):
+    """A chat model. Subclasses implement :meth:`_complete`; :meth:`complete` adds accounting."""
+
+    provider: str = ""
+
+    def __init__(self) -> None:
+        self.usage = UsageCounter()
+
+    @property
+    def description(self) -> str:
+        """Short text naming the provider and model, used in error messages and traces."""
+        return self.provider
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        response_format: dict[str, Any] | None = None,
+        n: int = 1,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        stop: list[str] | str | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+    ) -> list[LLMResponse]:
+        """Sample ``n`` completions of ``messages``.
+
+        ``tools`` is OpenAI's ``[{"type": "function", "function": {...}}]`` list; ``tool_choice`` (an extension of
+        the contract) is ``"auto" | "none" | "required"`` or ``{"type": "function", "function": {"name": ...}}``.
+        ``response_format`` is canonically ``{"type": "json_schema", "json_schema": {"name", "schema"}}``.
+        ``None`` arguments fall back to the client's configured defaults.
+        """
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        start = time.perf_counter()
+        try:
+            responses = self._complete(
+                messages,
+                tools=tools,
+                response_format=response_format,
+                n=n,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                seed=seed,
+                stop=stop,
+                tool_choice=tool_choice,
+            )
+        except LLMError:
+            self.usage.add(calls=1, failures=1, seconds=time.perf_counter() - start)
+            raise
+        self.usage.record(responses, time.perf_counter() - start)
+        return responses
+
+    @abstractmethod
+    def _complete(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[dict[str, Any]] | None,
+        response_format: dict[str, Any] | None,
+        n: int,
+        temperature: float | None,
+        max_tokens: int | None,
+        seed: int | None,
+        stop: list[str] | str | None,
+        tool_choice: str | dict[str, Any] | None,
+    ) -> list[LLMResponse]: ...
+
+    def complete_many(
+        self, requests: list[dict[str, Any]], max_workers: int = 8, *, raise_errors: bool = False
+    ) -> list[list[LLMResponse]]:
+        """Run independent ``complete(**request)`` calls concurrently (K samples, branches); results in order.
+
+        A request that fails becomes ``[LLMResponse(error=...)]`` so one bad branch does not sink the others,
+        unless ``raise_errors`` is set, in which case the first failure (in request order) is raised.
+        """
+        return complete_many(self, requests, max_workers=max_workers, raise_errors=raise_errors)
+
+    def close(self) -> None:
+        """Release resources (network clients, engines). Safe to call twice."""
+
+
+def complete_many(
+    client: LLMClient,
+    requests: list[dict[str, Any]],
+    max_workers: int = 8,
+    *,
+    raise_errors: bool = False,
+) -> list[list[LLMResponse]]:
+    """Threaded fan-out of independent requests to ``client.complete`` (the network calls release the GIL)."""
+    if not requests:
+        return []
+
+    def one(request: dict[str, Any]) -> list[LLMResponse] | LLMError:
+        try:
+            return client.complete(**request)
+        except LLMError as exc:
+            return exc
+
+    workers = max(1, min(max_workers, len(requests)))
+    if workers == 1:
+        outcomes = [one(r) for r in requests]
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:
+            outcomes = list(pool.map(one, requests))
+    results: list[list[LLMResponse]] = []
+    for outcome in outcomes:
+        if isinstance(outcome, LLMError):
+            if raise_errors:
+                raise outcome
+            results.append([LLMResponse(finish_reason="error", error=str(outcome))])
+        else:
+            results.append(outcome)
+    return results
+
+
+def schema_from_response_format(response_format: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The JSON schema inside any of the accepted ``response_format`` spellings, or None (free JSON / text)."""
+    if not response_format:
+        return None
+    kind = response_format.get("type")
+    if kind == "json_schema":
+        inner = response_format.get("json_schema") or {}
+        return inner.get("schema") if "schema" in inner else inner or None
+    if kind == "json_object":
+        return response_format.get("schema")
+    return None
+
+
+def json_schema_format(schema: dict[str, Any], name: str = "output") -> dict[str, Any]:
+    """Wrap a JSON schema in the canonical ``response_format``."""
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+
+
+def tool_names(tools: list[dict[str, Any]] | None) -> list[str]:
+    return [t.get("function", t).get("name", "") for t in tools or []]

@@ -1,0 +1,69 @@
+"""LLM configuration and the provider factory.
+
+One pydantic model covers every provider so Hydra/YAML configs stay flat; fields a provider does not use are
+ignored by it. Provider-specific odds and ends go into ``extra`` (e.g. vLLM engine kwargs, scripted responses).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.llm.base import LLMClient
+
+
+class LLMConfig(BaseModel):
+    """Which model to talk to and with what defaults.
+
+    ``provider``: ``local`` (embedded llama.cpp + SmolLM2-135M, the default, needs nothing else), ``openai`` (any
+    OpenAI-compatible endpoint: hosted APIs, ``vllm serve``, llama.cpp's server), ``vllm`` (in-process engine,
+    GPU, optional extra) or ``scripted`` (test double). ``api_key_env`` names the environment variable holding the
+    key, so keys never land in configs or traces.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["local", "openai", "vllm", "scripted"] = "local"
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.7
+    max_tokens: int = 512
+    timeout_s: float = 60.0
+    max_retries: int = Field(3, ge=0)
+    backoff_s: float = Field(0.5, ge=0.0)
+    n_threads: int = Field(1, ge=1)
+    n_ctx: int = Field(4096, ge=256)
+    model_path: str | None = None
+    seed: int = 0
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+def make_llm(config: LLMConfig | dict[str, Any] | None = None) -> LLMClient:
+    """Build the client for ``config`` (a dict is validated into :class:`LLMConfig` first).
+
+    Provider modules are imported here, on demand, so the optional heavy dependencies (vllm) are only touched
+    when chosen.
+    """
+    if config is None:
+        config = LLMConfig()
+    elif not isinstance(config, LLMConfig):
+        config = LLMConfig.model_validate(dict(config))
+    if config.provider == "local":
+        from harness.llm.local_client import LocalLlamaClient
+
+        return LocalLlamaClient(config)
+    if config.provider == "openai":
+        from harness.llm.openai_client import OpenAIClient
+
+        return OpenAIClient(config)
+    if config.provider == "vllm":
+        from harness.llm.vllm_client import VLLMClient
+
+        return VLLMClient(config)
+    if config.provider == "scripted":
+        from harness.llm.scripted import ScriptedLLM
+
+        return ScriptedLLM.from_config(config)
+    raise ValueError(f"unknown LLM provider {config.provider!r}")  # pragma: no cover - Literal guards this

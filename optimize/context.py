@@ -1,0 +1,144 @@
+"""Everything the stages share for one run: settings, model, tasks, the evaluator and the starting harness.
+
+Built once from the Hydra config (``build_context``) or directly in Python/tests (``OptimizeContext(...)``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from optimize.evaluation import Evaluator
+from optimize.runfolder import RunFolder
+from optimize.settings import OptimizeSettings
+from optimize.spec import HarnessSpec
+from optimize.tasks import TaskSets, load_task_sets
+from workflows.params import WorkflowParams
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WORKFLOW = WorkflowParams.from_tuple((0, 1, 1, 0, 0))
+LLM_IDENTITY_KEYS = ("provider", "model", "model_path", "temperature", "max_tokens")
+
+
+@dataclass
+class OptimizeContext:
+    settings: OptimizeSettings
+    folder: RunFolder
+    llm: Any
+    tasks: TaskSets
+    evaluator: Evaluator
+    base: HarnessSpec
+    seed: int = 0
+    llm_config: dict[str, Any] = field(default_factory=dict)
+    backend_config: dict[str, Any] = field(default_factory=dict)
+    benchmark_config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.settings.seeds)
+
+    @property
+    def task_index(self) -> dict[str, Any]:
+        return {t.name: t for t in self.tasks.train + self.tasks.heldout}
+
+
+def resolve_callable(path: str) -> Any:
+    """``"package.module:function"`` -> the function (for the scripted provider's ``extra.fn`` in YAML)."""
+    module, _, name = path.partition(":")
+    if not name:
+        module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def make_client(llm_config: Mapping[str, Any]) -> Any:
+    """LLM client from a ``conf/llm/*.yaml`` mapping; a scripted ``extra.fn`` given as text is imported first."""
+    from harness.llm.config import LLMConfig, make_llm
+
+    data = dict(llm_config)
+    extra = dict(data.get("extra") or {})
+    if data.get("provider") == "scripted" and isinstance(extra.get("fn"), str):
+        extra["fn"] = resolve_callable(extra["fn"])
+    data["extra"] = extra
+    return make_llm(LLMConfig.model_validate(data))
+
+
+def llm_identity(llm_config: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings that change model outputs (part of every harness digest); never keys or URLs."""
+    out = {k: llm_config.get(k) for k in LLM_IDENTITY_KEYS if llm_config.get(k) is not None}
+    fn = (llm_config.get("extra") or {}).get("fn")
+    if isinstance(fn, str):
+        out["script"] = fn
+    return out
+
+
+def backend_settings(backend_config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(backend name, SR settings) from a ``conf/backend/*.yaml`` mapping."""
+    data = dict(backend_config)
+    name = str(data.pop("name", "operon"))
+    return name, data
+
+
+def default_prompts() -> dict[str, str]:
+    from workflows.roles import default_prompts as seed_prompts
+
+    return dict(seed_prompts())
+
+
+def build_context(
+    run_dir: str | Path,
+    settings: OptimizeSettings,
+    *,
+    llm_config: Mapping[str, Any],
+    backend_config: Mapping[str, Any],
+    benchmark_config: Mapping[str, Any],
+    seed: int = 0,
+    llm: Any = None,
+    tasks: TaskSets | None = None,
+    runner: Any = None,
+    prompts: Mapping[str, str] | None = None,
+) -> OptimizeContext:
+    """Wire model, tasks, evaluator and the seed harness for ``run_dir``.
+
+    ``llm``, ``tasks``, ``runner`` (in place of ``workflows.runner.run_workflow``) and the seed ``prompts`` can be
+    injected (tests, notebooks); otherwise they come from the configs.
+    """
+    folder = RunFolder(run_dir)
+    llm = llm if llm is not None else make_client(llm_config)
+    if tasks is None:
+        tasks = load_task_sets(benchmark_config, settings.tasks.n_train, settings.tasks.n_heldout, seed=seed)
+    backend, sr_settings = backend_settings(backend_config)
+    run_budget = None
+    if settings.run_budget:
+        from harness.context import Budget
+
+        run_budget = Budget(**settings.run_budget)
+    evaluator = Evaluator(
+        folder.path,
+        llm,
+        metric=settings.metric,
+        score_split=settings.score_split,
+        run_budget=run_budget,
+        stage_limits=settings.stage_limits(),
+        task_workers=settings.task_workers,
+        branch_workers=settings.branch_workers,
+        keep_run_dirs=settings.keep_run_dirs,
+        runner=runner,
+    )
+    base = HarnessSpec(
+        prompts=dict(prompts) if prompts is not None else default_prompts(),
+        workflow=DEFAULT_WORKFLOW,
+        backend=backend,
+        sr_settings=sr_settings,
+        llm=llm_identity(llm_config),
+    )
+    log.info("run folder %s: %d training tasks, %d held-out tasks, pid %d", folder.path, len(tasks.train),
+             len(tasks.heldout), os.getpid())
+    return OptimizeContext(
+        settings=settings, folder=folder, llm=llm, tasks=tasks, evaluator=evaluator, base=base, seed=seed,
+        llm_config=dict(llm_config), backend_config=dict(backend_config), benchmark_config=dict(benchmark_config),
+    )

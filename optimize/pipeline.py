@@ -1,0 +1,74 @@
+"""Runs the stages in order on one run folder, skipping stages whose result file exists (unless ``force``).
+
+Each stage reads what it needs from the saved results of the earlier ones, so ``stage=init|search|refine|freeze``
+can run as separate processes; a missing earlier stage falls back to the seed harness (with a warning).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from optimize.context import OptimizeContext
+from optimize.freeze import run_freeze
+from optimize.report import write_report
+from optimize.spec import HarnessSpec
+from optimize.stage1 import run_stage1
+from optimize.stage2 import run_stage2
+from optimize.stage3 import run_stage3
+
+log = logging.getLogger(__name__)
+ORDER = ("init", "search", "refine", "freeze")
+
+
+def prompt_pool(ctx: OptimizeContext) -> dict[str, list[str]]:
+    """Stage 1's pool, or the seed prompts (one text per role) when stage 1 has not run."""
+    s1 = ctx.folder.load_stage("init")
+    if s1 and s1.get("pool"):
+        return {role: list(texts) for role, texts in s1["pool"].items()}
+    log.warning("no stage-1 result in %s: stage 2 uses the seed prompts as its pool", ctx.folder.path)
+    return {role: [text] for role, text in ctx.base.prompts.items()}
+
+
+def refine_start(ctx: OptimizeContext) -> HarnessSpec:
+    """Stage 2's harness, else stage 1's, else the seed harness."""
+    for stage in ("search", "init"):
+        result = ctx.folder.load_stage(stage)
+        if result and result.get("harness"):
+            return HarnessSpec.from_dict(result["harness"])
+    log.warning("no stage-1/2 result in %s: stage 3 refines the seed harness", ctx.folder.path)
+    return ctx.base
+
+
+def run_stage(ctx: OptimizeContext, stage: str) -> dict[str, Any]:
+    if stage == "init":
+        result = run_stage1(ctx)
+    elif stage == "search":
+        result = run_stage2(ctx, prompt_pool(ctx))
+    elif stage == "refine":
+        result = run_stage3(ctx, refine_start(ctx))
+    elif stage == "freeze":
+        result = run_freeze(ctx)
+    else:
+        raise ValueError(f"unknown stage {stage!r}; use init, search, refine, freeze or all")
+    ctx.folder.save_stage(stage, result)
+    return result
+
+
+def run_pipeline(ctx: OptimizeContext, stage: str = "all") -> dict[str, Any]:
+    """Run ``stage`` (or all four), then write the report; returns the results of the stages run or loaded."""
+    stages = ORDER if stage == "all" else (stage,)
+    results: dict[str, Any] = {}
+    for name in stages:
+        saved = ctx.folder.load_stage(name)
+        if saved is not None and name != "freeze" and not ctx.settings.force:
+            log.info("stage %s already finished in %s: skipped (optimize.force=true reruns it)", name, ctx.folder.path)
+            results[name] = saved
+            continue
+        log.info("stage %s: starting", name)
+        results[name] = run_stage(ctx, name)
+        log.info("stage %s: done (cumulative solver executions %s)", name,
+                 ctx.evaluator.cumulative_solver_runs(("init", "search", "refine")))
+    report = write_report(ctx.folder.path)
+    log.info("report: %s", report)
+    return results

@@ -1,0 +1,205 @@
+"""``report.md`` and its plots (matplotlib, Agg) from the saved stage results of a run folder.
+
+Written from files only, so a report can be regenerated for any run folder:
+``python -m optimize.report <run dir>`` (or ``scripts/optimize_report.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from optimize.runfolder import RunFolder
+
+STAGES = ("baseline", "init", "search", "refine")
+TITLES = {"baseline": "seed harness", "init": "stage 1: prompt init", "search": "stage 2: joint search",
+          "refine": "stage 3: refinement"}
+
+
+def _f(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "–"
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if not math.isfinite(x):
+        return "inf"
+    return f"{x:.{digits}f}"
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_stage_scores(rows: dict[str, Any], path: Path) -> Path | None:
+    stages = [s for s in STAGES if s in rows]
+    if not stages:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    width = 0.38
+    for k, (split, color) in enumerate((("train", "tab:blue"), ("heldout", "tab:orange"))):
+        values = [((rows[s].get(split) or {}).get("score") or 0.0) for s in stages]
+        xs = [i + (k - 0.5) * width for i in range(len(stages))]
+        ax.bar(xs, values, width, label="training tasks" if split == "train" else "held-out tasks", color=color)
+    ax.set_xticks(range(len(stages)), [TITLES[s].replace(": ", ":\n") for s in stages], fontsize=8)
+    ax.set_ylabel("mean acc_0.01")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("Score after each stage")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_history(trials: list[dict[str, Any]], path: Path) -> Path | None:
+    done = [t for t in trials if t.get("state") == "COMPLETE" and t.get("value") is not None]
+    if not done:
+        return None
+    plt = _plt()
+    done.sort(key=lambda t: t["number"])
+    xs = [t["number"] for t in done]
+    ys = [t["value"] for t in done]
+    best, run = [], -math.inf
+    for y in ys:
+        run = max(run, y)
+        best.append(run)
+    fig, ax = plt.subplots(figsize=(6.5, 3.4))
+    ax.scatter(xs, ys, s=18, label="trial objective", color="tab:blue")
+    ax.step(xs, best, where="post", color="tab:red", label="best so far")
+    ax.set_xlabel("trial")
+    ax.set_ylabel("acc_0.01 − penalty × LLM calls")
+    ax.set_title("Stage 2 optimization history")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_refinement(steps: list[dict[str, Any]], start: float | None, path: Path) -> Path | None:
+    tried = [s for s in steps if s.get("child_holdout") is not None or s.get("child_minibatch") is not None]
+    if not steps or start is None:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.5, 3.4))
+    best, run = [], start
+    for s in steps:
+        if s.get("accepted"):
+            run = max(run, s.get("child_holdout") or run)
+        best.append(run)
+    ax.step([s["step"] for s in steps], best, where="post", color="tab:green", label="best held-out-slice mean")
+    xs = [s["step"] for s in tried if s.get("child_holdout") is not None]
+    ys = [s["child_holdout"] for s in tried if s.get("child_holdout") is not None]
+    if xs:
+        ax.scatter(xs, ys, color="tab:gray", s=18, label="child (held-out slice)")
+    ax.set_xlabel("refinement step")
+    ax.set_ylabel("mean acc_0.01")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title("Stage 3 reflective refinement")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _stage_table(freeze: dict[str, Any]) -> list[str]:
+    rows = freeze.get("rows", {})
+    cumulative = freeze.get("solver_runs_cumulative", {})
+    lines = [
+        "| stage | workflow w | train acc_0.01 | held-out acc_0.01 | cumulative solver executions | LLM calls / task | "
+        "seconds / task |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for stage in STAGES:
+        if stage not in rows:
+            continue
+        row = rows[stage]
+        train, held = row.get("train") or {}, row.get("heldout") or {}
+        cost = train or held
+        mark = " **(final)**" if freeze.get("selected_stage") == stage else ""
+        lines.append(
+            f"| {TITLES[stage]}{mark} | {tuple(row.get('workflow', ()))} | {_f(train.get('score'))} | "
+            f"{_f(held.get('score'))} | {cumulative.get(stage, 0) if stage != 'baseline' else 0} | "
+            f"{_f(cost.get('llm_calls_per_task'), 1)} | {_f(cost.get('seconds_per_task'), 1)} |"
+        )
+    return lines
+
+
+def write_report(run_dir: str | Path) -> Path:
+    """Write ``report.md`` (+ PNGs) into ``run_dir`` from its stage result files; returns the report path."""
+    folder = RunFolder(run_dir)
+    s1, s2, s3 = (folder.load_stage(s) for s in ("init", "search", "refine"))
+    freeze = folder.load_stage("freeze") or {}
+    out: list[str] = ["# Harness optimization report", ""]
+    if freeze:
+        out += [f"Final harness: `harness.json` (from {TITLES.get(freeze.get('selected_stage'), '?')}, digest "
+                f"`{freeze.get('digest')}`).", ""]
+    out += ["## Stages", ""]
+    out += _stage_table(freeze) if freeze else ["(freeze has not run yet: no per-stage scores)"]
+    out += ["", "Scores: mean over tasks of acc_0.01 of the selected equation on each task's `test_id` split. "
+            "Cumulative solver executions count SR runs the optimizer paid for (each cached once per harness, task "
+            "and seed); report-only scoring is counted apart.", ""]
+    plots = []
+    if freeze.get("rows"):
+        plots.append(plot_stage_scores(freeze["rows"], folder.path / "score_per_stage.png"))
+    if s2:
+        plots.append(plot_history(s2.get("trials", []), folder.path / "optimization_history.png"))
+    if s3:
+        plots.append(plot_refinement(s3.get("steps", []), (s3.get("members") or [{}])[0].get("holdout_score"),
+                                     folder.path / "refinement.png"))
+    for p in plots:
+        if p is not None:
+            out += [f"![{p.stem}]({p.name})", ""]
+    if freeze.get("rows"):
+        spent = freeze.get("solver_runs_cumulative", {})
+        out += ["## Cost", "", f"Cumulative solver executions after stages 1 / 2 / 3: {spent.get('init', 0)} / "
+                f"{spent.get('search', 0)} / {spent.get('refine', 0)}.", ""]
+    if s1:
+        out += ["## Stage 1: prompt pool", "", "| role group | workflow | candidate | minibatch acc_0.01 | LLM calls / task |",
+                "|---|---|---|---|---|"]
+        for g in s1.get("groups", []):
+            for c in g.get("candidates", []):
+                out.append(f"| {'+'.join(g['roles'])} | {tuple(g['workflow'])} | {c.get('origin')} | "
+                           f"{_f(c.get('score'))} | {_f(c.get('llm_calls_per_task'), 1)} |")
+        out.append("")
+    if s2:
+        chosen = s2.get("chosen") or {}
+        out += ["## Stage 2: joint search", "",
+                f"Space `{s2.get('space')}`, {s2.get('n_trials_complete')} complete trials; chosen trial "
+                f"{chosen.get('trial', '–')}: w = {tuple(chosen.get('workflow', ()))}, prompt indices "
+                f"{chosen.get('prompt_index', {})}, minibatch acc {_f(chosen.get('acc'))}; after adaptation "
+                f"{_f(s2.get('minibatch_score'))}.", ""]
+        kept = [a for a in s2.get("adaptation", []) if a.get("kept")]
+        out += [f"Adaptation: {len(s2.get('adaptation', []))} rewrites tried, {len(kept)} kept.", ""]
+    if s3:
+        out += ["## Stage 3: reflective refinement", "",
+                f"Feedback `{s3.get('feedback')}`; {len(s3.get('members', []))} candidates kept, Pareto set "
+                f"{s3.get('pareto')}, best held-out-slice mean {_f(s3.get('holdout_score'))}.", "",
+                "| step | role | parent | minibatch parent → child | held-out child | kept | note |",
+                "|---|---|---|---|---|---|---|"]
+        for st in s3.get("steps", []):
+            out.append(f"| {st['step']} | {st['role']} | {st['parent']} | {_f(st.get('parent_minibatch'))} → "
+                       f"{_f(st.get('child_minibatch'))} | {_f(st.get('child_holdout'))} | "
+                       f"{'yes' if st.get('accepted') else 'no'} | {st.get('reason') or ''} |")
+        out.append("")
+    out += ["## Files", "", "`harness.json` (frozen harness), `optuna.db` (stage-2 study), `evals.db` (evaluation "
+            "cache), `trace.jsonl` (one line per evaluation), `runs/<stage>/<digest>/<task>_s<seed>/` (per-task run "
+            "folders), `stage*_*.json` (stage results), `journal_*.jsonl` (proposed rewrites).", ""]
+    path = folder.report_path
+    path.write_text("\n".join(out), encoding="utf-8")
+    return path
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(write_report(sys.argv[1] if len(sys.argv) > 1 else "."))

@@ -1,0 +1,120 @@
+"""Typed view of the ``optimize`` config group (``conf/optimize/*.yaml``): budgets and switches per stage.
+
+Validated once at start so a typo in an override fails before any model call, with pydantic's message.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from optimize.rewrite import RewriteSettings
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskSettings(_Model):
+    n_train: int = Field(4, ge=1)
+    n_heldout: int = Field(2, ge=0)
+
+
+class RewriteConfig(_Model):
+    attempts: int = Field(2, ge=1)
+    temperature: float | None = None
+    max_tokens: int | None = None
+    min_chars: int = Field(60, ge=1)
+    max_chars: int = Field(2500, ge=100)
+    feedback_chars: int = Field(2500, ge=200)
+
+    def settings(self) -> RewriteSettings:
+        return RewriteSettings(**self.model_dump())
+
+
+class Stage1Settings(_Model):
+    """Candidates per role group = seed + (n_candidates - 1) rewrites, each scored on ``minibatch`` tasks."""
+
+    groups: list[list[str]] = Field(
+        default_factory=lambda: [["planner"], ["analyst"], ["diagnoser", "repairer"], ["synthesizer"]]
+    )
+    n_candidates: int = Field(2, ge=1)
+    max_proposals: int | None = None  # rewrite calls allowed per group (default 2 x rewrites wanted)
+    minibatch: int | None = Field(2, ge=1)
+    pool_size: int = Field(2, ge=1)
+    max_solver_runs: int | None = None
+
+
+class Bounds(_Model):
+    branches: tuple[int, int] = (1, 5)
+    repair_rounds: tuple[int, int] = (0, 3)
+    discussion_rounds: tuple[int, int] = (0, 2)
+    use_analyst: list[bool] = Field(default_factory=lambda: [False, True])
+    use_synthesizer: list[bool] = Field(default_factory=lambda: [False, True])
+
+
+class Stage2Settings(_Model):
+    space: Literal["full", "fixed_pool"] = "full"
+    n_trials: int = Field(4, ge=1)
+    minibatch: int | None = Field(2, ge=1)
+    bounds: Bounds = Field(default_factory=Bounds)
+    fixed_pool_size: int = Field(8, ge=1)
+    llm_penalty: float = Field(1e-4, ge=0.0)
+    n_startup_trials: int = Field(4, ge=1)
+    adapt_steps: int = Field(1, ge=0)
+    adapt_roles: int | None = Field(1, ge=0)
+    adapt_reserve: int = Field(0, ge=0)
+    heartbeat_interval: int | None = None
+    grace_period: int | None = None
+    max_retry: int = Field(1, ge=0)
+    max_solver_runs: int | None = None
+
+
+class Stage3Settings(_Model):
+    feedback: Literal["sr_diagnostics", "traces"] = "sr_diagnostics"
+    steps: int = Field(2, ge=0)
+    minibatch: int | None = Field(2, ge=1)
+    holdout: int = Field(2, ge=1)
+    minibatch_gate: bool = True
+    accept: Literal["mean", "pareto"] = "pareto"
+    drop_terms: bool = True
+    max_solver_runs: int | None = None
+
+
+class FreezeSettings(_Model):
+    evaluate: list[str] = Field(default_factory=lambda: ["baseline", "init", "search", "refine"])
+    train: bool = True
+    heldout: bool = True
+
+    @field_validator("evaluate")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        bad = set(value) - {"baseline", "init", "search", "refine"}
+        if bad:
+            raise ValueError(f"unknown stages {sorted(bad)}")
+        return value
+
+
+class OptimizeSettings(_Model):
+    preset: str = "quick"
+    storage: str | None = None
+    study_name: str = "harness-sr-stage2"
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    metric: str = "acc_0.01"
+    score_split: str = "test_id"
+    force: bool = False
+    task_workers: int = Field(1, ge=1)
+    branch_workers: int | None = 1
+    keep_run_dirs: bool = True
+    run_budget: dict[str, Any] = Field(default_factory=dict)
+    tasks: TaskSettings = Field(default_factory=TaskSettings)
+    rewrite: RewriteConfig = Field(default_factory=RewriteConfig)
+    stage1: Stage1Settings = Field(default_factory=Stage1Settings)
+    stage2: Stage2Settings = Field(default_factory=Stage2Settings)
+    stage3: Stage3Settings = Field(default_factory=Stage3Settings)
+    freeze: FreezeSettings = Field(default_factory=FreezeSettings)
+
+    def stage_limits(self) -> dict[str, int | None]:
+        return {"init": self.stage1.max_solver_runs, "search": self.stage2.max_solver_runs,
+                "refine": self.stage3.max_solver_runs}

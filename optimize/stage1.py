@@ -1,0 +1,151 @@
+"""Stage 1 — role-prompt initialisation.
+
+Each role group is optimised inside its small local workflow (Planner (0,1,0,0,0); Analyst (1,1,0,0,0);
+Diagnoser+Repairer together (0,1,1,0,0); Synthesizer (0,2,0,0,1)) so its score reflects that role and little
+else. Candidates are the seed text plus rewrites by the prompt engineer, each seeing the best candidate so far and
+its discovery feedback; every candidate is scored on the same seeded minibatch of training tasks. The top
+``pool_size`` texts per role form the prompt pool that stage 2 assigns from.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from optimize.context import OptimizeContext
+from optimize.evaluation import EvalSummary, StageBudgetSpent
+from optimize.feedback import discovery_feedback
+from optimize.rewrite import propose_rewrite
+from optimize.tasks import minibatch
+from workflows.params import LOCAL_WORKFLOWS
+
+log = logging.getLogger(__name__)
+STAGE = "init"
+
+
+@dataclass
+class Candidate:
+    prompts: dict[str, str]
+    origin: str
+    summary: EvalSummary | None = None
+    rewrite: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def score(self) -> float:
+        return self.summary.score if self.summary else -1.0
+
+    def rank_key(self, index: int) -> tuple[float, float, int]:
+        calls = self.summary.llm_calls_per_task if self.summary else float("inf")
+        return (-self.score, calls, index)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"prompts": self.prompts, "origin": self.origin, "rewrite": self.rewrite}
+        if self.summary:
+            out.update(score=self.summary.score, per_task=self.summary.per_task,
+                       llm_calls_per_task=self.summary.llm_calls_per_task,
+                       seconds_per_task=self.summary.seconds_per_task, digest=self.summary.digest)
+        return out
+
+
+def group_name(roles: list[str]) -> str:
+    return "+".join(roles)
+
+
+def _ranked(cands: list[Candidate]) -> list[Candidate]:
+    return [c for _, c in sorted(enumerate(cands), key=lambda p: p[1].rank_key(p[0])) if c.summary is not None]
+
+
+def optimise_group(ctx: OptimizeContext, roles: list[str], prompts: dict[str, str]) -> dict[str, Any]:
+    """Candidates for one role group in its local workflow; returns the group's record (best first)."""
+    s = ctx.settings.stage1
+    name = group_name(roles)
+    workflow = LOCAL_WORKFLOWS[roles[0]]
+    base = ctx.base.with_workflow(workflow).with_prompts(**prompts)
+    batch = minibatch(ctx.tasks.train, s.minibatch, ctx.seed, STAGE, name)
+    journal = ctx.folder.journal(STAGE)
+    cands = [Candidate({r: prompts[r] for r in roles}, "seed")]
+    exhausted = False
+    try:
+        cands[0].summary = ctx.evaluator.evaluate(base, batch, ctx.seeds, stage=STAGE, label=f"{name} seed")
+        max_proposals = s.max_proposals if s.max_proposals is not None else 2 * max(0, s.n_candidates - 1)
+        for k in range(max_proposals):
+            if len(cands) >= s.n_candidates:
+                break
+            parent = _ranked(cands)[0]
+            feedback = discovery_feedback(parent.summary.records, ctx.task_index, ctx.settings.rewrite.feedback_chars)
+            new: dict[str, str] = {}
+            info: dict[str, Any] = {}
+            for role in roles:
+                avoid = tuple(c.prompts[role] for c in cands)
+                rw = journal.get_or_make(
+                    f"{name}/{k}/{role}",
+                    lambda role=role, avoid=avoid: propose_rewrite(
+                        ctx.llm, role, parent.prompts[role], feedback, mode="engineer",
+                        settings=ctx.settings.rewrite.settings(), seed=ctx.seed + 101 * k, avoid=avoid,
+                    ).to_dict(),
+                )
+                info[role] = {key: rw.get(key) for key in ("rationale", "reason", "attempts")}
+                if rw.get("text"):
+                    new[role] = rw["text"]
+            if len(new) < len(roles):  # a role got no usable rewrite: nothing to evaluate
+                log.info("stage 1 %s: proposal %d rejected (%s)", name, k, info)
+                continue
+            cand = Candidate(new, f"rewrite {k} of {parent.origin}", rewrite=info)
+            cands.append(cand)
+            cand.summary = ctx.evaluator.evaluate(base.with_prompts(**new), batch, ctx.seeds, stage=STAGE,
+                                                  label=f"{name} rewrite {k}")
+            log.info("stage 1 %s: rewrite %d scored %.3f (parent %.3f)", name, k, cand.score, parent.score)
+    except StageBudgetSpent as exc:
+        log.warning("stage 1 %s: %s", name, exc)
+        exhausted = True
+    ranked = _ranked(cands) or cands[:1]
+    return {
+        "roles": roles,
+        "workflow": list(workflow.as_tuple()),
+        "minibatch": [t.name for t in batch],
+        "candidates": [c.to_dict() for c in ranked],
+        "budget_exhausted": exhausted,
+    }
+
+
+def build_pool(groups: list[dict[str, Any]], seeds: dict[str, str], pool_size: int) -> dict[str, list[str]]:
+    """Per role: distinct texts of the top candidates of its group, best first; roles never optimised keep the seed."""
+    pool = {role: [text] for role, text in seeds.items()}
+    for group in groups:
+        for role in group["roles"]:
+            texts: list[str] = []
+            for cand in group["candidates"]:
+                text = cand["prompts"][role]
+                if text not in texts:
+                    texts.append(text)
+                if len(texts) >= pool_size:
+                    break
+            pool[role] = texts or pool[role]
+    return pool
+
+
+def run_stage1(ctx: OptimizeContext) -> dict[str, Any]:
+    """Optimise every role group in turn; returns (and the caller saves) the stage-1 result with the pool."""
+    s = ctx.settings.stage1
+    seeds = dict(ctx.base.prompts)
+    current = dict(seeds)  # later groups run with the winners of earlier ones (Planner first)
+    groups = []
+    for roles in s.groups:
+        unknown = [r for r in roles if r not in seeds]
+        if unknown:
+            raise ValueError(f"stage 1: unknown roles {unknown}")
+        groups.append(optimise_group(ctx, list(roles), current))
+        current.update(groups[-1]["candidates"][0]["prompts"])
+        if groups[-1]["budget_exhausted"]:
+            break
+    pool = build_pool(groups, seeds, s.pool_size)
+    best = {role: texts[0] for role, texts in pool.items()}
+    return {
+        "stage": STAGE,
+        "groups": groups,
+        "pool": pool,
+        "best_prompts": best,
+        "harness": ctx.base.with_prompts(**best).to_dict(),
+        "solver_runs": ctx.evaluator.stage_solver_runs(STAGE),
+    }

@@ -1,0 +1,167 @@
+"""Stage 3 — reflective instruction refinement (GEPA-style), inside the workflow chosen by stage 2.
+
+Training tasks are split (seeded) into a feedback set and a held-out slice. Each step samples a parent from the
+Pareto set over the held-out slice's tasks (candidates that are best on at least one task, weighted by on how many),
+runs it on a feedback minibatch, turns the runs into feedback — SR diagnostics (residual patterns, candidate
+structures, what was tried and how it scored) or raw node traces (``feedback=traces``, the ablation) — and lets
+the reflection model rewrite one role's instruction (round-robin over the roles the workflow uses). The child must
+not lose on the minibatch, and is kept only if it wins on the held-out slice: a higher mean than its parent
+(``accept=mean``) or, with ``accept=pareto`` (GEPA), also when it beats every candidate on some task. The result
+is the candidate with the best held-out-slice mean.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from optimize.context import OptimizeContext
+from optimize.evaluation import EvalSummary, StageBudgetSpent
+from optimize.feedback import sr_diagnostics_feedback, trace_feedback
+from optimize.rewrite import propose_rewrite
+from optimize.spec import HarnessSpec, roles_used
+from optimize.tasks import minibatch, split_slice, stable_seed
+
+log = logging.getLogger(__name__)
+STAGE = "refine"
+ROLE_ORDER = ("planner", "analyst", "diagnoser", "repairer", "synthesizer")
+
+
+@dataclass
+class Member:
+    spec: HarnessSpec
+    holdout: EvalSummary
+    parent: int | None
+    role: str | None
+    step: int | None
+
+    def to_dict(self, index: int) -> dict[str, Any]:
+        return {"index": index, "parent": self.parent, "role": self.role, "step": self.step,
+                "holdout_score": self.holdout.score, "per_task": self.holdout.per_task,
+                "llm_calls_per_task": self.holdout.llm_calls_per_task, "digest": self.spec.digest(),
+                "prompts": self.spec.used_prompts()}
+
+
+def pareto_members(members: list[Member]) -> dict[int, int]:
+    """Index -> number of held-out tasks on which the member ties the best score (only members with >= 1)."""
+    tasks = sorted({t for m in members for t in m.holdout.per_task})
+    counts: dict[int, int] = {}
+    for task in tasks:
+        best = max(m.holdout.per_task.get(task, 0.0) for m in members)
+        for i, m in enumerate(members):
+            if m.holdout.per_task.get(task, 0.0) >= best:
+                counts[i] = counts.get(i, 0) + 1
+    # drop members dominated by another (<= everywhere, < somewhere)
+    def dominated(i: int) -> bool:
+        a = members[i].holdout.per_task
+        for j in counts:
+            if j == i:
+                continue
+            b = members[j].holdout.per_task
+            if all(b.get(t, 0) >= a.get(t, 0) for t in tasks) and any(b.get(t, 0) > a.get(t, 0) for t in tasks):
+                return True
+        return False
+
+    return {i: c for i, c in counts.items() if not dominated(i)} or {0: 1}
+
+
+def sample_parent(members: list[Member], rng: random.Random) -> int:
+    counts = pareto_members(members)
+    indices = sorted(counts)
+    return rng.choices(indices, weights=[counts[i] for i in indices], k=1)[0]
+
+
+def wins(child: EvalSummary, parent: EvalSummary, members: list[Member], accept: str) -> bool:
+    """The acceptance test on the held-out slice."""
+    if child.score > parent.score:
+        return True
+    if accept != "pareto":
+        return False
+    for task, score in child.per_task.items():
+        if all(score > m.holdout.per_task.get(task, 0.0) for m in members):
+            return True
+    return False
+
+
+def best_member(members: list[Member]) -> int:
+    return min(range(len(members)),
+               key=lambda i: (-members[i].holdout.score, members[i].holdout.llm_calls_per_task, i))
+
+
+def run_stage3(ctx: OptimizeContext, start: HarnessSpec) -> dict[str, Any]:
+    """Refine ``start``'s instructions; returns the stage-3 result (the caller saves it)."""
+    s = ctx.settings.stage3
+    feedback_tasks, holdout_tasks = split_slice(ctx.tasks.train, s.holdout, ctx.seed, STAGE)
+    roles = [r for r in ROLE_ORDER if r in roles_used(start.workflow)]
+    journal = ctx.folder.journal(STAGE)
+    rng = random.Random(stable_seed(ctx.seed, STAGE, "parents"))
+    steps: list[dict[str, Any]] = []
+    members: list[Member] = []
+    exhausted = False
+    try:
+        members.append(Member(start, ctx.evaluator.evaluate(start, holdout_tasks, ctx.seeds, stage=STAGE,
+                                                            label="refine start"), None, None, None))
+        for step in range(s.steps):
+            parent_index = sample_parent(members, rng)
+            parent = members[parent_index]
+            role = roles[step % len(roles)]
+            batch = minibatch(feedback_tasks, s.minibatch, ctx.seed, STAGE, step)
+            parent_mb = ctx.evaluator.evaluate(parent.spec, batch, ctx.seeds, stage=STAGE, label=f"step {step} parent")
+            if s.feedback == "traces":
+                feedback = trace_feedback(parent_mb.records, ctx.task_index, ctx.settings.rewrite.feedback_chars)
+            else:
+                feedback = sr_diagnostics_feedback(parent_mb.records, ctx.task_index,
+                                                   ctx.settings.rewrite.feedback_chars, drop_terms=s.drop_terms)
+            context = f"The team runs the workflow w={parent.spec.workflow.as_tuple()} (analyst, branches, repair " \
+                      f"rounds, discussion rounds, synthesizer); roles in use: {', '.join(roles)}."
+            rw = journal.get_or_make(
+                f"{step}/{parent.spec.digest()}/{role}",
+                lambda: propose_rewrite(ctx.llm, role, parent.spec.prompts[role], feedback, mode="reflect",
+                                        settings=ctx.settings.rewrite.settings(), seed=ctx.seed + 13 * step,
+                                        context=context).to_dict(),
+            )
+            row: dict[str, Any] = {"step": step, "parent": parent_index, "role": role, "minibatch": [t.name for t in batch],
+                                   "parent_minibatch": parent_mb.score, "reason": rw.get("reason"),
+                                   "rationale": rw.get("rationale"), "accepted": False}
+            steps.append(row)
+            if not rw.get("text"):
+                continue
+            child = parent.spec.with_prompts(**{role: rw["text"]})
+            child_mb = ctx.evaluator.evaluate(child, batch, ctx.seeds, stage=STAGE, label=f"step {step} child")
+            row["child_minibatch"] = child_mb.score
+            if s.minibatch_gate and child_mb.score < parent_mb.score:
+                row["reason"] = "lost on the minibatch"
+                continue
+            child_hold = ctx.evaluator.evaluate(child, holdout_tasks, ctx.seeds, stage=STAGE, label=f"step {step} holdout")
+            row["child_holdout"] = child_hold.score
+            row["parent_holdout"] = parent.holdout.score
+            if wins(child_hold, parent.holdout, members, s.accept):
+                members.append(Member(child, child_hold, parent_index, role, step))
+                row["accepted"] = True
+                log.info("stage 3 step %d: %s rewrite kept (held-out %.3f vs %.3f)", step, role,
+                         child_hold.score, parent.holdout.score)
+            else:
+                row["reason"] = "did not win on the held-out slice"
+    except StageBudgetSpent as exc:
+        log.warning("stage 3: %s", exc)
+        exhausted = True
+    if not members:
+        return {"stage": STAGE, "harness": start.to_dict(), "members": [], "steps": steps, "budget_exhausted": True,
+                "solver_runs": ctx.evaluator.stage_solver_runs(STAGE)}
+    best = best_member(members)
+    return {
+        "stage": STAGE,
+        "feedback": s.feedback,
+        "feedback_tasks": [t.name for t in feedback_tasks],
+        "holdout_tasks": [t.name for t in holdout_tasks],
+        "members": [m.to_dict(i) for i, m in enumerate(members)],
+        "pareto": sorted(pareto_members(members)),
+        "best": best,
+        "holdout_score": members[best].holdout.score,
+        "steps": steps,
+        "budget_exhausted": exhausted,
+        "harness": members[best].spec.to_dict(),
+        "solver_runs": ctx.evaluator.stage_solver_runs(STAGE),
+    }

@@ -1,0 +1,105 @@
+"""Training and held-out task sets from a benchmark config, and seeded minibatches of them.
+
+Held-out tasks never enter the optimization objective: they come either from a second load of the suite with a
+different seed / index range (the synthetic generator) or from a disjoint, seeded slice of the same suite.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import zlib
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TaskSets:
+    train: list[Any]
+    heldout: list[Any]
+
+    def names(self) -> dict[str, list[str]]:
+        return {"train": [t.name for t in self.train], "heldout": [t.name for t in self.heldout]}
+
+
+def _load(suite: str, options: Mapping[str, Any]) -> list[Any]:
+    """``benchmarks.load_suite(suite, **options)``; a ``"package.module:function"`` suite calls that generator."""
+    opts = {k: v for k, v in dict(options or {}).items() if v is not None}
+    if ":" in suite:
+        from optimize.context import resolve_callable
+
+        return list(resolve_callable(suite)(**opts))
+    import benchmarks
+
+    return list(benchmarks.load_suite(suite, **opts))
+
+
+def load_at_least(suite: str, options: Mapping[str, Any], n: int) -> list[Any]:
+    """Load ``suite``; for generated suites (``n_per_domain``) grow the per-domain count until ``n`` tasks exist."""
+    opts = dict(options or {})
+    tasks = _load(suite, opts)
+    if "n_per_domain" not in opts:
+        return tasks
+    while len(tasks) < n:
+        grown = dict(opts, n_per_domain=int(opts["n_per_domain"]) * 2)
+        more = _load(suite, grown)
+        if len(more) <= len(tasks):
+            break
+        opts, tasks = grown, more
+    return tasks
+
+
+def stable_seed(*parts: Any) -> int:
+    """A seed derived from text parts (stable across processes, unlike ``hash``)."""
+    return zlib.crc32("|".join(str(p) for p in parts).encode("utf-8"))
+
+
+def _shuffled(tasks: Sequence[Any], seed: int) -> list[Any]:
+    out = list(tasks)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def load_task_sets(benchmark: Mapping[str, Any], n_train: int, n_heldout: int, seed: int = 0) -> TaskSets:
+    """Training and held-out tasks named by a ``conf/benchmark/*.yaml`` mapping.
+
+    ``benchmark.train = {suite, options}``; ``benchmark.heldout`` is another ``{suite, options}`` (a different seed /
+    index range) or null, in which case both sets are disjoint seeded slices of the training suite.
+    """
+    train_spec = benchmark["train"]
+    held_spec = benchmark.get("heldout")
+    split_seed = int(benchmark.get("split_seed", seed))
+    if held_spec:
+        train = _shuffled(load_at_least(train_spec["suite"], train_spec.get("options", {}), n_train), split_seed)
+        train = train[:n_train]
+        names = {t.name for t in train}
+        held = load_at_least(held_spec["suite"], held_spec.get("options", {}), n_heldout + len(names))
+        held = [t for t in _shuffled(held, split_seed + 1) if t.name not in names][:n_heldout]
+    else:
+        pool = _shuffled(load_at_least(train_spec["suite"], train_spec.get("options", {}), n_train + n_heldout),
+                         split_seed)
+        train, held = pool[:n_train], pool[n_train : n_train + n_heldout]
+    if len(train) < n_train:
+        log.warning("benchmark has %d training tasks, %d were asked for", len(train), n_train)
+    if not train:
+        raise ValueError(f"benchmark {benchmark.get('name')!r} gave no training tasks")
+    return TaskSets(train=train, heldout=held)
+
+
+def minibatch(tasks: Sequence[Any], size: int | None, *key: Any) -> list[Any]:
+    """A seeded subset of ``size`` tasks (all when ``size`` is None or too large); ``key`` names the draw."""
+    if size is None or size >= len(tasks):
+        return list(tasks)
+    rng = random.Random(stable_seed(*key))
+    return rng.sample(list(tasks), int(size))
+
+
+def split_slice(tasks: Sequence[Any], n_holdout: int, *key: Any) -> tuple[list[Any], list[Any]]:
+    """Seeded (feedback, held-out slice) partition of training tasks, for stage 3's acceptance test."""
+    order = _shuffled(tasks, stable_seed(*key))
+    n_holdout = max(1, min(int(n_holdout), len(order) - 1)) if len(order) > 1 else len(order)
+    held = order[:n_holdout]
+    rest = order[n_holdout:] or list(held)
+    return rest, held

@@ -1,0 +1,236 @@
+"""Optimizer logic with a stand-in runner (no SR, no model): caching, budgets, rewrites, and each stage's choice.
+
+The stand-in scores a run 1 when the Planner instruction holds the magic phrase (stages 1 and 3) or when the
+workflow has the Analyst on (stage 2), so the right answer of every stage is known.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from harness.candidates import Candidate
+from harness.llm.scripted import ScriptedLLM
+from harness.task import Task
+from optimize.context import build_context
+from optimize.evaluation import EvalRecord, StageBudgetSpent, summarize
+from optimize.rewrite import RewriteSettings, check_instruction, propose_rewrite
+from optimize.settings import OptimizeSettings
+from optimize.spec import HarnessSpec
+from optimize.stage1 import run_stage1
+from optimize.stage2 import choose, completed, fixed_pool, run_stage2
+from optimize.stage3 import Member, pareto_members, run_stage3
+from optimize.tasks import TaskSets, minibatch, split_slice
+from workflows.params import WorkflowParams, expected_llm_calls, expected_solver_runs
+
+PHRASE = "periodic hypothesis"
+ROLES = ("analyst", "planner", "diagnoser", "repairer", "synthesizer")
+SEED_PROMPTS = {r: f"You are the {r.title()} of a symbolic regression team. Do the {r} job well and briefly." for r in ROLES}
+
+
+def make_tasks(n: int, prefix: str = "t") -> list[Task]:
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(n):
+        X = rng.uniform(-1, 1, size=(30, 2))
+        y = X[:, 0] + (i + 1) * X[:, 1]
+        out.append(Task.from_arrays(X, y, name=f"{prefix}{i}", test_id=(X[:10], y[:10])))
+    return out
+
+
+class FakeRunner:
+    """Scores by rule and counts calls, like ``workflows.runner.run_workflow`` would report them."""
+
+    def __init__(self, rule):
+        self.rule = rule
+        self.calls = 0
+
+    def __call__(self, task, params, prompts, llm, **kw):
+        self.calls += 1
+        score = float(self.rule(params, prompts, task))
+        cand = Candidate(expression="c0*x0", params=[1.0], equation="1.0*x0", complexity=3,
+                         metrics={"valid": {"nmse": 1.0 - score + 1e-6},
+                                  "test_id": {"acc_0.01": score, "nmse": 1.0 - score + 1e-6}})
+        return SimpleNamespace(best=cand, candidates=[cand], front=[cand], llm_calls=expected_llm_calls(params),
+                               solver_runs=expected_solver_runs(params), seconds=0.0, status="ok", errors=[],
+                               run_dir=kw.get("run_dir"))
+
+
+def engineer(messages, **request):
+    """Scripted prompt engineer / reflection model: appends the magic phrase to the current instruction."""
+    text = messages[-1]["content"]
+    current = text.split("<<<", 1)[1].split(">>>", 1)[0].strip()
+    new = f"{current} Always seed the plan with the {PHRASE}."
+    return json.dumps({"instruction": new, "rationale": "the runs missed periodic structure"})
+
+
+def context(tmp_path: Path, rule, overrides: dict | None = None, n_train: int = 4, llm=None):
+    settings = OptimizeSettings.model_validate(overrides or {})
+    runner = FakeRunner(rule)
+    ctx = build_context(tmp_path, settings, llm_config={"provider": "scripted"}, backend_config={"name": "operon"},
+                        benchmark_config={}, llm=llm or ScriptedLLM(fn=engineer),
+                        tasks=TaskSets(make_tasks(n_train), make_tasks(2, "h")), runner=runner, prompts=SEED_PROMPTS)
+    return ctx, runner
+
+
+def planner_rule(params, prompts, task):
+    return PHRASE in prompts["planner"]
+
+
+# -- evaluation and cache -----------------------------------------------------------------------------------------
+def test_evaluator_caches_per_digest_task_seed_and_survives_restart(tmp_path):
+    ctx, runner = context(tmp_path, planner_rule)
+    spec = ctx.base
+    first = ctx.evaluator.evaluate(spec, ctx.tasks.train[:2], [0, 1], stage="init")
+    assert (first.n_new, first.n_cached, runner.calls) == (4, 0, 4)
+    again = ctx.evaluator.evaluate(spec, ctx.tasks.train[:2], [0, 1], stage="search")
+    assert (again.n_new, again.n_cached, runner.calls) == (0, 4, 4)
+    # a prompt of a role the workflow does not call does not change the digest
+    assert spec.with_prompts(synthesizer="other").digest() == spec.digest()
+    assert spec.with_prompts(planner="other").digest() != spec.digest()
+    # a new process (new evaluator on the same folder) reuses the rows; the paying stage is kept
+    ctx2, runner2 = context(tmp_path, planner_rule)
+    assert ctx2.evaluator.evaluate(spec, ctx.tasks.train[:2], [0, 1], stage="refine").n_cached == 4
+    assert runner2.calls == 0
+    assert ctx2.evaluator.cumulative_solver_runs(("init", "search", "refine")) == {"init": 8, "search": 8, "refine": 8}
+    lines = (tmp_path / "trace.jsonl").read_text().splitlines()
+    assert len(lines) == 12 and json.loads(lines[-1])["cached"] is True
+
+
+def test_stage_budget_stops_new_runs_but_not_cached_ones(tmp_path):
+    ctx, runner = context(tmp_path, planner_rule, {"stage1": {"max_solver_runs": 4}})
+    spec = ctx.base  # (0,1,1,0,0): 2 solver runs per task
+    ctx.evaluator.evaluate(spec, ctx.tasks.train[:2], [0], stage="init")
+    with pytest.raises(StageBudgetSpent):
+        ctx.evaluator.evaluate(spec, ctx.tasks.train[2:3], [0], stage="init")
+    assert ctx.evaluator.evaluate(spec, ctx.tasks.train[:2], [0], stage="init").n_cached == 2
+
+
+def test_summary_is_mean_over_tasks_of_mean_over_seeds():
+    recs = [EvalRecord("d", "a", 0, "init", 1.0, llm_calls=2), EvalRecord("d", "a", 1, "init", 0.0, llm_calls=2),
+            EvalRecord("d", "b", 0, "init", 1.0, llm_calls=4)]
+    s = summarize("d", recs)
+    assert s.score == pytest.approx(0.75) and s.per_task == {"a": 0.5, "b": 1.0}
+    assert s.llm_calls_per_task == pytest.approx(8 / 3)
+
+
+def test_minibatches_are_seeded_and_slices_disjoint():
+    tasks = make_tasks(6)
+    assert [t.name for t in minibatch(tasks, 3, 0, "x")] == [t.name for t in minibatch(tasks, 3, 0, "x")]
+    rest, held = split_slice(tasks, 2, 0, "refine")
+    assert len(held) == 2 and not {t.name for t in rest} & {t.name for t in held}
+
+
+# -- rewrites -----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, reason", [
+    ("", "empty"), ("short", "too short"), ("x" * 3000, "too long"), ("1234 5678 " * 20, "mostly non-letters"),
+    ("plan plan plan plan plan plan plan plan plan plan plan plan plan", "repetitive"),
+    ('{"instruction": "a b c d e f g h i j k l m n o p q r s"}', "looks like raw JSON"),
+])
+def test_garbage_rewrites_are_rejected(text, reason):
+    assert reason in (check_instruction(text, "current instruction", RewriteSettings()) or "")
+
+
+def test_propose_rewrite_parses_structured_output_and_falls_back_to_none():
+    settings = RewriteSettings(min_chars=20)
+    good = propose_rewrite(ScriptedLLM(fn=engineer), "planner", SEED_PROMPTS["planner"], "feedback", settings=settings)
+    assert good.text and PHRASE in good.text and good.text.startswith("You are the Planner")
+    llm = ScriptedLLM(["", "!!!! ????", '{"instruction": ""}'], cycle=True)
+    bad = propose_rewrite(llm, "planner", SEED_PROMPTS["planner"], "feedback", settings=settings)
+    assert bad.text is None and bad.attempts == 2 and bad.reason
+    req = llm.requests[0]
+    assert req["response_format"]["json_schema"]["schema"]["properties"]["instruction"]["maxLength"] == 2500
+
+
+# -- stages ---------------------------------------------------------------------------------------------------------
+def test_stage1_finds_the_phrase_and_builds_the_pool(tmp_path):
+    ctx, _ = context(tmp_path, planner_rule, {"stage1": {"n_candidates": 2, "minibatch": 2, "pool_size": 2}})
+    result = run_stage1(ctx)
+    assert PHRASE in result["best_prompts"]["planner"]
+    assert result["pool"]["planner"][0] == result["best_prompts"]["planner"] and len(result["pool"]["planner"]) == 2
+    planner = result["groups"][0]
+    assert planner["workflow"] == [0, 1, 0, 0, 0] and planner["candidates"][0]["score"] == 1.0
+    # 2 candidates x 2 tasks x (1 + 1 + 2 + 3) solver runs per local workflow
+    assert result["solver_runs"] == 2 * 2 * 7
+    # a rerun replays the journal and the cache: no new runs, same answer
+    ctx2, runner2 = context(tmp_path, planner_rule, {"stage1": {"n_candidates": 2, "minibatch": 2, "pool_size": 2}},
+                            llm=ScriptedLLM([], cycle=False))
+    assert run_stage1(ctx2)["best_prompts"] == result["best_prompts"] and runner2.calls == 0
+
+
+def test_stage2_finds_the_better_workflow_and_prompt(tmp_path):
+    def rule(params, prompts, task):
+        return params.use_analyst and PHRASE in prompts["planner"]
+
+    overrides = {"stage2": {"n_trials": 10, "n_startup_trials": 4, "minibatch": 2, "adapt_steps": 0,
+                            "bounds": {"branches": [1, 2], "repair_rounds": [0, 1], "discussion_rounds": [0, 1]}}}
+    ctx, _ = context(tmp_path, rule, overrides)
+    pool = {r: [t] for r, t in SEED_PROMPTS.items()}
+    pool["planner"] = [SEED_PROMPTS["planner"], SEED_PROMPTS["planner"] + f" Use the {PHRASE}."]
+    result = run_stage2(ctx, pool)
+    assert result["n_trials_complete"] == 10
+    assert result["chosen"]["acc"] == 1.0 and result["chosen"]["workflow"][0] == 1
+    assert result["chosen"]["prompt_index"]["planner"] == 1
+    # ties on accuracy go to the cheaper workflow among the complete trials
+    best = choose(completed(__import__("optuna").load_study(study_name=ctx.settings.study_name,
+                                                             storage=ctx.folder.storage_url())))
+    assert best.number == result["chosen"]["trial"]
+    winners = [t for t in result["trials"] if t["acc"] == 1.0]
+    assert result["chosen"]["llm_calls_per_task"] == min(t["llm_calls_per_task"] for t in winners)
+
+
+def test_stage2_resume_counts_complete_trials(tmp_path):
+    overrides = {"stage2": {"n_trials": 3, "minibatch": 1, "adapt_steps": 0,
+                            "bounds": {"branches": [1, 1], "repair_rounds": [0, 0], "discussion_rounds": [0, 0]}}}
+    ctx, _ = context(tmp_path, planner_rule, overrides)
+    pool = {r: [t] for r, t in SEED_PROMPTS.items()}
+    run_stage2(ctx, pool)
+    overrides["stage2"]["n_trials"] = 5
+    ctx2, runner2 = context(tmp_path, planner_rule, overrides)
+    result = run_stage2(ctx2, pool)
+    assert result["n_trials_complete"] == 5 and len(result["trials"]) == 5
+    # the space holds two workflows only, so every new trial is a cache hit
+    assert runner2.calls == 0
+
+
+def test_fixed_pool_space_is_a_seeded_presample(tmp_path):
+    s = OptimizeSettings.model_validate({"stage2": {"space": "fixed_pool", "fixed_pool_size": 5}}).stage2
+    assert fixed_pool(s, 0) == fixed_pool(s, 0) and len(set(fixed_pool(s, 0))) == 5
+    ctx, _ = context(tmp_path, lambda p, pr, t: p.use_analyst,
+                     {"stage2": {"space": "fixed_pool", "fixed_pool_size": 4, "n_trials": 6, "minibatch": 1,
+                                 "adapt_steps": 0}})
+    result = run_stage2(ctx, {r: [t] for r, t in SEED_PROMPTS.items()})
+    assert "workflow_index" in result["trials"][0]["params"]
+    assert tuple(result["chosen"]["workflow"]) in {tuple(w) for w in result["fixed_pool"]}
+
+
+@pytest.mark.parametrize("feedback", ["sr_diagnostics", "traces"])
+def test_stage3_keeps_a_rewrite_only_when_it_wins_on_the_holdout_slice(tmp_path, feedback):
+    ctx, _ = context(tmp_path, planner_rule, {"stage3": {"steps": 2, "minibatch": 1, "holdout": 2, "feedback": feedback}},
+                     n_train=5)
+    start = ctx.base.with_workflow(WorkflowParams.from_tuple((0, 1, 0, 0, 0)))
+    result = run_stage3(ctx, start)
+    assert result["members"][0]["holdout_score"] == 0.0
+    assert PHRASE in result["harness"]["prompts"]["planner"] and result["holdout_score"] == 1.0
+    assert result["steps"][0]["accepted"] and result["steps"][0]["role"] == "planner"
+    assert set(result["holdout_tasks"]).isdisjoint(result["feedback_tasks"])
+
+
+def test_stage3_rejects_rewrites_that_do_not_help(tmp_path):
+    ctx, _ = context(tmp_path, lambda p, pr, t: 0.0, {"stage3": {"steps": 2, "minibatch": 1, "holdout": 2}})
+    result = run_stage3(ctx, ctx.base)
+    assert len(result["members"]) == 1 and not any(s["accepted"] for s in result["steps"])
+    assert [s["role"] for s in result["steps"]] == ["planner", "diagnoser"]  # round-robin over the roles in use
+
+
+def test_pareto_set_keeps_per_task_winners_only():
+    def member(scores):
+        return Member(HarnessSpec(SEED_PROMPTS, WorkflowParams()), summarize("d", [
+            EvalRecord("d", t, 0, "refine", s) for t, s in scores.items()]), None, None, None)
+
+    members = [member({"a": 1, "b": 0}), member({"a": 0, "b": 1}), member({"a": 0, "b": 0}), member({"a": 1, "b": 0})]
+    assert pareto_members(members) == {0: 1, 1: 1, 3: 1}

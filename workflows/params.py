@@ -1,0 +1,87 @@
+"""Workflow parameters w = (u_ana, b, t_rep, t_dis, u_syn) and the cost each shape implies.
+
+The optimizer searches this space, so the counts here are the contract the runner must meet exactly: a run that
+is not stopped by its budget makes ``expected_llm_calls`` role calls and ``expected_solver_runs`` SR runs.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class WorkflowParams(BaseModel):
+    """Shape of one workflow: optional Analyst, b branches, repair and discussion rounds, optional Synthesizer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    use_analyst: bool = False
+    branches: int = Field(1, ge=1, le=5)
+    repair_rounds: int = Field(0, ge=0, le=3)
+    discussion_rounds: int = Field(0, ge=0, le=2)
+    use_synthesizer: bool = False
+
+    @classmethod
+    def from_tuple(cls, w: Sequence[int | bool]) -> "WorkflowParams":
+        """Build from the paper's tuple (u_ana, b, t_rep, t_dis, u_syn)."""
+        if len(w) != 5:
+            raise ValueError(f"workflow tuple needs 5 entries (u_ana, b, t_rep, t_dis, u_syn), got {len(w)}")
+        u_ana, b, t_rep, t_dis, u_syn = w
+        if u_ana not in (0, 1) or u_syn not in (0, 1):
+            raise ValueError(f"u_ana and u_syn must be 0 or 1, got {u_ana!r} and {u_syn!r}")
+        return cls(
+            use_analyst=bool(u_ana),
+            branches=int(b),
+            repair_rounds=int(t_rep),
+            discussion_rounds=int(t_dis),
+            use_synthesizer=bool(u_syn),
+        )
+
+    def as_tuple(self) -> tuple[int, int, int, int, int]:
+        return (
+            int(self.use_analyst),
+            self.branches,
+            self.repair_rounds,
+            self.discussion_rounds,
+            int(self.use_synthesizer),
+        )
+
+    def roles_used(self) -> list[str]:
+        """Roles this shape calls at least once (the prompts it actually depends on)."""
+        roles = ["planner"]
+        if self.use_analyst:
+            roles.insert(0, "analyst")
+        if self.repair_rounds:
+            roles += ["diagnoser", "repairer"]
+        if self.use_synthesizer:
+            roles.append("synthesizer")
+        return roles
+
+
+# Stage-1 local workflows (one per role being optimised), see docs/CONTRACTS.md.
+LOCAL_WORKFLOWS: dict[str, WorkflowParams] = {
+    "planner": WorkflowParams.from_tuple((0, 1, 0, 0, 0)),
+    "analyst": WorkflowParams.from_tuple((1, 1, 0, 0, 0)),
+    "diagnoser": WorkflowParams.from_tuple((0, 1, 1, 0, 0)),
+    "repairer": WorkflowParams.from_tuple((0, 1, 1, 0, 0)),
+    "synthesizer": WorkflowParams.from_tuple((0, 2, 0, 0, 1)),
+}
+
+
+def expected_llm_calls(params: WorkflowParams) -> int:
+    """Role calls of a full run: analyst + planners + (diagnoser+repairer) rounds + discussion updates + synthesizer."""
+    b = params.branches
+    return (
+        int(params.use_analyst)
+        + b
+        + b * params.repair_rounds * 2
+        + b * params.discussion_rounds
+        + int(params.use_synthesizer)
+    )
+
+
+def expected_solver_runs(params: WorkflowParams) -> int:
+    """SR runs of a full run: one after every plan (planner, repair, discussion, synthesizer)."""
+    b = params.branches
+    return b + b * params.repair_rounds + b * params.discussion_rounds + int(params.use_synthesizer)
