@@ -45,7 +45,10 @@ NUDGE = (
     "write equations in the tool arguments, not in prose."
 )
 PARSE_ERROR = "Your reply could not be read as a tool call: {error}. Reply again with a well-formed tool call."
-CONTINUE = "Step {step} of {steps}. {progress}\nImprove on the best equation: refine its structure or test a new hypothesis."
+CONTINUE = (
+    "Step {step} of {steps}. {progress}\n"
+    "Improve on the best equation: refine its structure or test a new hypothesis."
+)
 
 STATUS_COMPLETED = "completed"
 STATUS_TARGET = "target_reached"
@@ -411,11 +414,14 @@ class SRAgent:
                 info={"finish_reason": resp.finish_reason, "n_tool_calls": len(sample.calls), "shape": _shape(cfg)},
             )
             sample.node_id = node.id
-            if self.on_node is not None:
-                try:
-                    self.on_node(node)
-                except Exception:  # a printing problem never stops a run
-                    log.debug("on_node callback failed", exc_info=True)
+            self._notify(node)
+
+    def _notify(self, node: Any) -> None:
+        if self.on_node is not None:
+            try:
+                self.on_node(node)
+            except Exception:  # a printing problem never stops a run
+                log.debug("on_node callback failed", exc_info=True)
 
     def collect_candidates(self, it: Iteration) -> None:
         """Choose the sample that continues: best candidate, else the first that called a tool, else the first."""
@@ -442,9 +448,8 @@ class SRAgent:
             note = NUDGE.format(tools=", ".join(sorted(self.tools))) + "\n"
         if it.l + 1 < self.config.L:
             progress = self.state.progress_summary(self.config.progress_chars)
-            it.buffer.append(
-                {"role": "user", "content": note + CONTINUE.format(step=it.l + 2, steps=self.config.L, progress=progress)}
-            )
+            text = CONTINUE.format(step=it.l + 2, steps=self.config.L, progress=progress)
+            it.buffer.append({"role": "user", "content": note + text})
 
     def finish_iteration(self, it: Iteration) -> None:
         """Stop the run on abort, reached target, cancellation or spent budget."""
@@ -502,8 +507,7 @@ class SRAgent:
             seconds=seconds,
             error=error,
         )
-        if self.on_node is not None:
-            self.on_node(node)
+        self._notify(node)
 
 
 def _failed(call: ToolCall, message: str) -> ToolCallResult:

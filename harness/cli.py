@@ -173,4 +173,5 @@ def _print_result(console: Any, result: Any) -> None:
         for split, metrics in best.metrics.items():
             table.add_row(split, *(f"{metrics.get(c, float('nan')):.4g}" for c in columns))
         console.print(table)
-    console.print(f"{result.responses} model responses, {result.counts.get('nodes', 0)} nodes; run folder {result.run_dir}")
+    nodes = result.counts.get("nodes", 0)
+    console.print(f"{result.responses} model responses, {nodes} nodes; run folder {result.run_dir}")

@@ -76,14 +76,22 @@ _PARAM_RE = re.compile(r"c(\d+)\Z")
 _BAD_CONSTANTS = (sympy.zoo, sympy.oo, -sympy.oo, sympy.nan, sympy.I)
 
 
-def _constants_ok(expr: sympy.Expr) -> bool:
-    """True when no undefined/complex value appeared and every number fits a float64."""
-    if any(expr.has(b) for b in _BAD_CONSTANTS):
-        return False
+def _number_ok(a: sympy.Number) -> bool:
+    """Finite and printable as literals that reparse (|value|, numerator, denominator <= 1e15)."""
+    if isinstance(a, sympy.Rational):
+        return abs(a.p) <= MAX_LITERAL and a.q <= MAX_LITERAL
     try:
-        return all(math.isfinite(float(a)) and abs(float(a)) < 1e300 for a in expr.atoms(sympy.Number))
+        value = float(a)
     except (OverflowError, TypeError, ValueError):
         return False
+    return math.isfinite(value) and abs(value) <= MAX_LITERAL
+
+
+def _constants_ok(expr: sympy.Expr) -> bool:
+    """True when no undefined/complex value appeared and every number is a moderate literal."""
+    if any(expr.has(b) for b in _BAD_CONSTANTS):
+        return False
+    return all(_number_ok(a) for a in expr.atoms(sympy.Number))
 
 
 def _var_symbol(name: str) -> sympy.Symbol:
@@ -175,7 +183,8 @@ class _Printer(StrPrinter):
 
     def _print_Symbol(self, expr: sympy.Symbol) -> str:
         if expr.name in self._values:
-            return repr(float(self._values[expr.name]))
+            value = float(self._values[expr.name])
+            return repr(value) if value >= 0 else f"({value!r})"  # keeps -0.5**2 from misparsing
         return self._names.get(expr.name, expr.name)
 
 
@@ -321,7 +330,9 @@ class _Builder:
             if isinstance(value, complex) or not math.isfinite(value) or abs(value) > MAX_LITERAL:
                 raise self.fail(node, "constant power is not a finite real number of moderate size")
             if abs(float(ex)) <= 64 and not isinstance(base, sympy.Float) and not isinstance(ex, sympy.Float):
-                return sympy.Pow(base, ex)
+                exact = sympy.Pow(base, ex)  # safe: |exponent| <= 64 and the value is moderate
+                if not isinstance(exact, sympy.Number) or _number_ok(exact):
+                    return exact
             return sympy.Float(value)
         return sympy.Pow(base, ex)
 
@@ -403,8 +414,8 @@ def parse_expression(text: str, variables: Sequence[str], *, constants_as_params
     except RecursionError:
         raise ExpressionError("expression nested too deeply") from None
     if not isinstance(expr, sympy.Expr) or not _constants_ok(expr):
-        raise ExpressionError(f"expression is undefined, not real or has out-of-range constants (sympy gives "
-                              f"{str(expr)[:80]!r}); check divisions by zero, log(0), roots of negative numbers")
+        raise ExpressionError(f"expression is undefined, not real or folds to a constant beyond 1e15 (sympy "
+                              f"gives {str(expr)[:80]!r}); check divisions by zero, log(0), roots of negatives")
     result = Expression(expr, names, builder.initial)
     if result.complexity > max_nodes:
         raise ExpressionError(f"expression too complex: {result.complexity} nodes > max_nodes={max_nodes}")
@@ -525,7 +536,9 @@ class Expression:
 
     def __init__(self, expr: sympy.Expr, variables: Sequence[str],
                  initial_params: Mapping[str, float] | None = None):
-        self.sympy: sympy.Expr = sympy.sympify(expr) if not isinstance(expr, sympy.Basic) else expr
+        if not isinstance(expr, sympy.Expr):
+            raise TypeError("Expression takes a sympy expression; use parse_expression() for text")
+        self.sympy: sympy.Expr = expr
         self.variables: tuple[str, ...] = tuple(variables)
         free = {s.name: s for s in self.sympy.free_symbols}
         unknown = [n for n in free if n not in self.variables and _param_index(n) is None]

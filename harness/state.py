@@ -161,6 +161,12 @@ class SearchRunState:
         self.source_dir = self.run_dir  # where a loaded state came from
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            old = self.run_dir / NODES_FILE
+            if old.exists():  # a new run in an old folder: keep the old trace aside instead of mixing ids
+                k = 0
+                while (aside := old.with_name(f"nodes.{int(self.started)}.{k}.jsonl")).exists():
+                    k += 1
+                old.rename(aside)
             self._write_run_json()
 
     # -- recording ------------------------------------------------------------------------------------------

@@ -130,7 +130,8 @@ def test_a_raising_tool_goes_back_to_the_model(task, tmp_path):
 
 
 def test_unknown_tool_and_too_many_calls_are_failed_results(task, tmp_path):
-    many = {"tool_calls": [{"name": "nope", "arguments": {}}] + [propose(f"x0 + {i}")["tool_calls"][0] for i in range(3)]}
+    proposals = [propose(f"x0 + {i}")["tool_calls"][0] for i in range(3)]
+    many = {"tool_calls": [{"name": "nope", "arguments": {}}] + proposals}
     llm = ScriptedLLM([many])
     result = make_agent(task, llm, tmp_path, L=1, max_tool_calls_per_response=2).run()
     records = lines(result.run_dir)[0]["tool_results"]
@@ -190,7 +191,8 @@ def test_response_count_is_bounded_by_rclk(task, tmp_path, shape):
     assert len(llm.requests) == R * C * L and all(r["n"] == K for r in llm.requests)  # K samples in one call
     nodes = lines(result.run_dir)
     assert len(nodes) == R * C * L * K == result.counts["nodes"]
-    assert {(n["R"], n["C"], n["L"], n["K"]) for n in nodes} == set(itertools.product(range(R), range(C), range(L), range(K)))
+    expected = set(itertools.product(range(R), range(C), range(L), range(K)))
+    assert {(n["R"], n["C"], n["L"], n["K"]) for n in nodes} == expected
     assert result.counts["candidates"] == R * C * L * K  # every sample executed and recorded
 
 
@@ -311,3 +313,10 @@ def test_real_evaluate_expression_tool_reaches_the_target(task, tmp_path):
     nodes = lines(result.run_dir)
     assert [len(n["candidates"]) for n in nodes] == [1, 1]
     assert SearchRunState.load(result.run_dir).best().equation == result.best.equation
+
+
+def test_default_tools_are_the_sr_and_analysis_tools(task, tmp_path):
+    agent = make_agent(task, ScriptedLLM(["x"]), tmp_path, tools=None)
+    assert {"run_sr_search", "evaluate_expression", "correlations", "residual_diagnostics"} <= set(agent.tools)
+    offered = [t["function"]["name"] for t in agent._tool_kwargs["tools"]]
+    assert offered == list(agent.tools)

@@ -56,6 +56,8 @@ HOSTILE = [
     "x; open('SENTINEL','w')",
     "(y := 1)",
     "1e999",
+    "1e15*1e15*x",
+    "2**60",
     "12345678901234567890",
     "1" * 5000,
     "True",
@@ -240,6 +242,9 @@ def test_with_params_and_to_string() -> None:
     again = parse_expression(text, ["time", "speed"])
     np.testing.assert_allclose(again(X), e(X, p), rtol=1e-14, atol=1e-15)
     assert e.to_string() == str(e)
+    sq = parse_expression("c0**2 + x**c1", VARS)
+    text = sq.to_string([-0.5, -2.0])
+    np.testing.assert_allclose(parse_expression(text, VARS)(X), sq(X, [-0.5, -2.0]), rtol=1e-14)
     with pytest.raises(ExpressionError):
         e.with_params([np.nan, 1.0])
 

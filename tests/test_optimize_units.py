@@ -129,7 +129,7 @@ def test_minibatches_are_seeded_and_slices_disjoint():
 @pytest.mark.parametrize("text, reason", [
     ("", "empty"), ("short", "too short"), ("x" * 3000, "too long"), ("1234 5678 " * 20, "mostly non-letters"),
     ("plan plan plan plan plan plan plan plan plan plan plan plan plan", "repetitive"),
-    ('{"instruction": "a b c d e f g h i j k l m n o p q r s"}', "looks like raw JSON"),
+    ('{"instruction": "alpha beta gamma delta epsilon zeta eta theta iota kappa"}', "looks like raw JSON"),
 ])
 def test_garbage_rewrites_are_rejected(text, reason):
     assert reason in (check_instruction(text, "current instruction", RewriteSettings()) or "")

@@ -127,3 +127,10 @@ def test_concurrent_add_node_is_consistent(tmp_path):
     lines = (tmp_path / NODES_FILE).read_text().splitlines()
     assert len(lines) == 80 and sorted(json.loads(x)["id"] for x in lines) == list(range(80))
     assert len(state.candidates) == 80
+
+
+def test_a_new_run_in_an_old_folder_keeps_the_old_trace_aside(tmp_path):
+    SearchRunState(tmp_path).add_node("sr")
+    SearchRunState(tmp_path).add_node("agent_step")
+    assert [json.loads(x)["kind"] for x in (tmp_path / NODES_FILE).read_text().splitlines()] == ["agent_step"]
+    assert len(list(tmp_path.glob("nodes.*.jsonl"))) == 1

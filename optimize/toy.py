@@ -1,0 +1,123 @@
+"""A seeded toy on which harness optimization provably helps — for tests, demos and CI smoke runs.
+
+Every toy task is ``y = a*sin(x0) + b*x1**2`` (constants per task). The scripted model (``respond``, used through
+``llm=scripted``) plays every role and the prompt engineer:
+
+- the Planner writes a *good* plan (the right seed equation and operators) only when its instruction contains
+  ``PHRASE`` or the conversation carries the Analyst's hint (``HINT``); otherwise a plan that cannot fit (add/sub
+  only, short), so SR misses the equation and acc_0.01 is 0;
+- the Analyst reports ``HINT``; the other roles answer with plain, valid but unhelpful output;
+- the prompt engineer / reflection model returns the current instruction plus a sentence holding ``PHRASE``.
+
+So stage 1 and stage 3 should find the phrase, stage 2 should switch the Analyst on (or pick the pooled Planner
+prompt with the phrase), and a frozen harness from them solves unseen toy tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+
+from harness.task import Task
+
+PHRASE = "periodic hypothesis"
+HINT = "TOY-HINT: the target looks periodic in x0 and quadratic in x1"
+GOOD_SEED = "c0*sin(x0) + c1*x1**2"
+GOOD_OPERATORS = ["add", "sub", "mul", "sin", "square"]
+BAD_OPERATORS = ["add", "sub"]
+
+
+def toy_tasks(n: int = 4, offset: int = 0, n_rows: int = 60, seed: int = 0) -> list[Task]:
+    """``n`` toy tasks named ``toy_<offset+i>``; held-out sets use another ``offset`` (disjoint names)."""
+    tasks = []
+    for i in range(offset, offset + n):
+        rng = np.random.default_rng([seed, i])
+        a, b = float(rng.uniform(1.0, 3.0)), float(rng.uniform(0.5, 2.0))
+
+        def draw(lo: float, hi: float, rows: int) -> tuple[np.ndarray, np.ndarray]:
+            X = rng.uniform(lo, hi, size=(rows, 2))
+            return X, a * np.sin(X[:, 0]) + b * X[:, 1] ** 2
+
+        X, y = draw(-3.0, 3.0, n_rows)
+        tasks.append(Task.from_arrays(
+            X, y, name=f"toy_{i}", domain="toy", input_names=["x0", "x1"],
+            input_descriptions=["angle-like input", "displacement-like input"], target_name="y",
+            target_description="measured response", test_id=draw(-3.0, 3.0, n_rows // 2),
+            test_ood=draw(3.0, 4.0, n_rows // 2), ground_truth=f"{a:.6g}*sin(x0) + {b:.6g}*x1**2",
+        ))
+    return tasks
+
+
+def _text(messages: list[dict[str, Any]]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in messages)
+
+
+def _role(messages: list[dict[str, Any]]) -> str | None:
+    match = re.search(r"You are the (Analyst|Planner|Diagnoser|Repairer|Synthesizer)\b", _text(messages))
+    return match.group(1).lower() if match else None
+
+
+def rewrite_reply(messages: list[dict[str, Any]]) -> str:
+    """The prompt engineer / reflection model: current instruction + the magic phrase."""
+    user = str(messages[-1].get("content") or "")
+    current = user.split("<<<", 1)[1].split(">>>", 1)[0].strip() if "<<<" in user else ""
+    new = f"{current}\nAlways put the {PHRASE} (a sine of the angle-like input) among the seed equations."
+    return json.dumps({"instruction": new, "rationale": "runs missed the periodic structure"})
+
+
+def plan(good: bool) -> dict[str, Any]:
+    if good:
+        return {"operators": GOOD_OPERATORS, "max_length": 12, "seeds": [GOOD_SEED], "features": {},
+                "rationale": "periodic in x0, quadratic in x1"}
+    return {"operators": BAD_OPERATORS, "max_length": 5, "seeds": [], "features": {},
+            "rationale": "start with a linear model"}
+
+
+def role_reply(role: str, messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> dict[str, Any]:
+    """A JSON answer for ``role`` shaped after the requested schema's properties where possible."""
+    text = _text(messages)
+    system = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+    good = PHRASE in system or HINT in text
+    props = set((schema or {}).get("properties", {}))
+    if role == "analyst":
+        out: dict[str, Any] = {"findings": [HINT], "hypotheses": [GOOD_SEED], "operators": GOOD_OPERATORS,
+                               "summary": HINT}
+    elif role in ("planner", "repairer", "synthesizer"):
+        p = plan(good and role == "planner")
+        out = {"plan": p, **p}
+    else:  # diagnoser
+        out = {"issues": ["the fit misses structure"], "missing_terms": [], "summary": "the fit misses structure",
+               "accurate": False}
+    if props:
+        kept = {k: v for k, v in out.items() if k in props}
+        for key in props - set(kept):
+            kept[key] = _filler((schema or {})["properties"][key], text=HINT if role == "analyst" else "none")
+        return kept
+    return out
+
+
+def _filler(prop: dict[str, Any], text: str) -> Any:
+    kind = prop.get("type")
+    if kind == "array":
+        return []
+    if kind == "object":
+        return {}
+    if kind == "boolean":
+        return False
+    if kind in ("integer", "number"):
+        return 0
+    return text
+
+
+def respond(messages: list[dict[str, Any]], **request: Any) -> str:
+    """Scripted-provider entry point (``llm.extra.fn: optimize.toy:respond``)."""
+    system = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+    if "prompt engineer" in system or "reflection model" in system:
+        return rewrite_reply(messages)
+    role = _role(messages) or "planner"
+    fmt = request.get("response_format") or {}
+    schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else fmt.get("schema")
+    return json.dumps(role_reply(role, messages, schema))

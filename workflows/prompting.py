@@ -1,0 +1,98 @@
+"""Prompt assembly for role calls: instruction + task card + evidence + history + shared results + output format.
+
+Every section has its own character cap and the whole prompt has one too, so a long run never outgrows a small
+model's context: the oldest history goes first, then shared results are cut. The instruction (the optimised
+part) is the system message; the rest is a fixed frame the optimizer never touches.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from harness.tools.base import bound_text
+from workflows.roles import output_model
+
+MAX_PROMPT_CHARS = 7000
+CARD_CHARS = 1500
+EVIDENCE_CHARS = 1600
+FINDINGS_CHARS = 800
+HISTORY_CHARS = 1400
+SHARED_CHARS = 1600
+INSTRUCTION_CHARS = 3000
+
+GRAMMAR_NOTE = (
+    "Write equations over the input names only, with free constants c0, c1, ... (fitted later), numbers, "
+    "+ - * / ** and the functions sin, cos, tan, exp, log, sqrt, abs, tanh. Do not write the target name or '='."
+)
+
+
+def _operators_note() -> str:
+    from harness.sr.plan import OPERATORS
+
+    return "Operator names for plans: " + ", ".join(OPERATORS) + "."
+
+
+def bounded_history(entries: Sequence[str], max_chars: int = HISTORY_CHARS) -> str:
+    """The most recent entries that fit in ``max_chars`` (older ones are counted, not shown)."""
+    kept: list[str] = []
+    used = 0
+    for entry in reversed(list(entries)):
+        line = bound_text(entry, 400)
+        if used + len(line) + 1 > max_chars:
+            break
+        kept.append(line)
+        used += len(line) + 1
+    kept.reverse()
+    dropped = len(entries) - len(kept)
+    if dropped:
+        kept.insert(0, f"({dropped} earlier steps not shown)")
+    return "\n".join(kept)
+
+
+def build_messages(
+    role: str,
+    instruction: str,
+    task: Any,
+    *,
+    mode: str = "",
+    evidence: str = "",
+    findings: str = "",
+    history: Sequence[str] = (),
+    shared: str = "",
+    note: str = "",
+    max_chars: int = MAX_PROMPT_CHARS,
+) -> list[dict[str, str]]:
+    """Messages for one role call: system = the role's instruction, user = the framed context and format."""
+    header = f"# Role: {role}" + (f" (mode: {mode})" if mode else "")
+    schema = json.dumps(output_model(role).role_schema(), separators=(",", ":"))
+    fixed = [
+        header,
+        "## Task\n" + task.card(max_chars=CARD_CHARS) + "\nInput names: " + ", ".join(task.input_names),
+    ]
+    if note:
+        fixed.append(bound_text(note, 300))
+    if evidence:
+        fixed.append("## Evidence\n" + bound_text(evidence, EVIDENCE_CHARS))
+    if findings:
+        fixed.append("## Analyst findings\n" + bound_text(findings, FINDINGS_CHARS))
+    tail = [
+        "## Output format\nReply with one JSON object that matches this JSON schema, and nothing else:\n"
+        + schema + "\n" + GRAMMAR_NOTE + " " + _operators_note()
+    ]
+    budget = max_chars - sum(len(s) + 2 for s in fixed + tail)
+    hist = "## Branch history\n" + (bounded_history(history) if history else "(none yet)")
+    shared_text = "## Shared results of all branches\n" + shared if shared else ""
+    # Fit the variable sections into what is left: history first, shared results get the rest.
+    hist = bound_text(hist, max(200, min(len(hist), budget // 2 if shared_text else budget)))
+    if shared_text:
+        shared_text = bound_text(shared_text, max(200, min(SHARED_CHARS, budget - len(hist) - 2)))
+    user = "\n\n".join(fixed + [hist] + ([shared_text] if shared_text else []) + tail)
+    return [
+        {"role": "system", "content": bound_text(instruction.strip(), INSTRUCTION_CHARS)},
+        {"role": "user", "content": user},
+    ]
+
+
+def prompt_chars(messages: list[dict[str, str]]) -> int:
+    return sum(len(m.get("content") or "") for m in messages)

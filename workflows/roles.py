@@ -1,0 +1,214 @@
+"""The five roles: an optimisable instruction text each (``prompts/<role>.md``) and a fixed output schema.
+
+Schemas are deliberately flat and bounded (every string has ``maxLength``, every array ``maxItems``): small local
+models decode under a grammar built from the schema and loop forever on unbounded fields. Parsing is tolerant
+(extra keys ignored, out-of-range numbers clamped) because a role's output is advice, not a contract;
+``harness.sr.plan.validate_plan`` makes the final plan runnable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+ROLE_NAMES: tuple[str, ...] = ("analyst", "planner", "diagnoser", "repairer", "synthesizer")
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+DEFAULT_HARNESS_FILE = Path(__file__).resolve().parent.parent / "harness" / "data" / "default_harness.json"
+
+MIN_PLAN_LENGTH, MAX_PLAN_LENGTH = 5, 60
+
+Op = Annotated[str, StringConstraints(max_length=12)]
+Sentence = Annotated[str, StringConstraints(max_length=200)]
+Formula = Annotated[str, StringConstraints(max_length=160)]
+
+
+class RoleOutput(BaseModel):
+    """Base of every role output: tolerant parsing, but a closed, fully required schema for the model."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    @classmethod
+    def role_schema(cls) -> dict[str, Any]:
+        """JSON schema for ``response_format``: every field required, no extra keys, no titles (shorter prompt)."""
+        schema = cls.model_json_schema()
+        schema.pop("title", None)
+        schema.pop("description", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+            prop.pop("default", None)
+        schema["required"] = list(schema.get("properties", {}))
+        schema["additionalProperties"] = False
+        return schema
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _listify(cls, value: Any, info: Any) -> Any:
+        """A model that writes one string where a list is due gets a one-item list (common with small models)."""
+        field = cls.model_fields.get(info.field_name)
+        if field is not None and getattr(field.annotation, "__origin__", None) is list and isinstance(value, str):
+            return [value] if value.strip() else []
+        return value
+
+
+class AnalystOutput(RoleOutput):
+    """Findings from the data evidence, plus the operators and hypotheses they suggest."""
+
+    findings: list[Sentence] = Field(default_factory=list, max_length=6)
+    operators: list[Op] = Field(default_factory=list, max_length=10)
+    hypotheses: list[Formula] = Field(default_factory=list, max_length=3)
+
+
+class PlanOutput(RoleOutput):
+    """A search plan for one SR run (mirrors ``harness.sr.plan.SearchPlan``'s model-facing fields)."""
+
+    rationale: str = Field("", max_length=400)
+    operators: list[Op] = Field(default_factory=list, max_length=10)
+    max_length: int = Field(25, ge=MIN_PLAN_LENGTH, le=MAX_PLAN_LENGTH)
+    hypotheses: list[Formula] = Field(default_factory=list, max_length=4)
+    features: list[Formula] = Field(default_factory=list, max_length=3)
+
+    @field_validator("max_length", mode="before")
+    @classmethod
+    def _clamp_length(cls, value: Any) -> Any:
+        """Clamp instead of failing: an out-of-range length is still a usable plan."""
+        try:
+            number = int(round(float(value)))
+        except (TypeError, ValueError):
+            return value
+        return min(max(number, MIN_PLAN_LENGTH), MAX_PLAN_LENGTH)
+
+    def to_raw_plan(self) -> dict[str, Any]:
+        """The fields in ``SearchPlan`` vocabulary (validated later by ``validate_plan``)."""
+        raw: dict[str, Any] = {"max_length": self.max_length, "seeds": list(self.hypotheses)}
+        if self.operators:
+            raw["operators"] = list(self.operators)
+        if self.features:
+            raw["features"] = list(self.features)
+        return raw
+
+    def summary(self, limit: int = 300) -> str:
+        """One line for histories and shared results."""
+        parts = [f"ops={','.join(self.operators) or 'default'}", f"max_length={self.max_length}"]
+        if self.hypotheses:
+            parts.append("hypotheses=" + "; ".join(self.hypotheses))
+        if self.features:
+            parts.append("features=" + "; ".join(self.features))
+        text = " ".join(parts)
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class RepairOutput(PlanOutput):
+    """The revised plan; ``rationale`` says what changed and why."""
+
+
+class SynthesisOutput(PlanOutput):
+    """The merged final plan; ``rationale`` says which branches' findings were combined."""
+
+
+class DiagnosisOutput(RoleOutput):
+    """What is wrong with the branch's best equation, each issue backed by evidence."""
+
+    issues: list[Sentence] = Field(default_factory=list, max_length=5)
+    evidence: list[Sentence] = Field(default_factory=list, max_length=5)
+    missing_terms: list[Formula] = Field(default_factory=list, max_length=4)
+
+    def summary(self, limit: int = 400) -> str:
+        parts = []
+        if self.issues:
+            parts.append("issues: " + "; ".join(self.issues))
+        if self.missing_terms:
+            parts.append("missing terms: " + "; ".join(self.missing_terms))
+        text = " | ".join(parts) or "no issues reported"
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+ROLE_OUTPUTS: dict[str, type[RoleOutput]] = {
+    "analyst": AnalystOutput,
+    "planner": PlanOutput,
+    "diagnoser": DiagnosisOutput,
+    "repairer": RepairOutput,
+    "synthesizer": SynthesisOutput,
+}
+
+
+def output_model(role: str) -> type[RoleOutput]:
+    try:
+        return ROLE_OUTPUTS[role]
+    except KeyError:
+        raise KeyError(f"unknown role {role!r}; roles are {', '.join(ROLE_NAMES)}") from None
+
+
+def schema_name(role: str) -> str:
+    """Name of the role's ``response_format`` schema (also how test doubles recognise the role)."""
+    return f"{role}_output"
+
+
+def response_format(role: str) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": schema_name(role), "schema": output_model(role).role_schema()}}
+
+
+def fallback_output(role: str) -> RoleOutput:
+    """What a role contributes when its output cannot be parsed: nothing new (engine defaults for plans)."""
+    return output_model(role)()
+
+
+def default_prompts() -> dict[str, str]:
+    """Our role instructions: ``prompts/<role>.md`` in the source tree, else the shipped default harness."""
+    if all((PROMPTS_DIR / f"{r}.md").is_file() for r in ROLE_NAMES):
+        return {r: (PROMPTS_DIR / f"{r}.md").read_text(encoding="utf-8").strip() for r in ROLE_NAMES}
+    if DEFAULT_HARNESS_FILE.is_file():  # installed without the prompts/ folder
+        prompts = json.loads(DEFAULT_HARNESS_FILE.read_text(encoding="utf-8"))["prompts"]
+        return {r: prompts[r] for r in ROLE_NAMES}
+    raise FileNotFoundError(f"no role prompts found in {PROMPTS_DIR} or {DEFAULT_HARNESS_FILE}")
+
+
+# -- test double ------------------------------------------------------------------------------------------------
+_ROLE_IN_SCHEMA = re.compile(r"^(" + "|".join(ROLE_NAMES) + r")_output$")
+_ROLE_IN_TEXT = re.compile(r"^# Role: (" + "|".join(ROLE_NAMES) + r")\b", re.MULTILINE | re.IGNORECASE)
+
+
+def detect_role(messages: list[dict[str, Any]], response_format: dict[str, Any] | None = None) -> str | None:
+    """Which role a request is for: from the schema name, else from the ``# Role:`` header of the prompt."""
+    name = ((response_format or {}).get("json_schema") or {}).get("name", "")
+    m = _ROLE_IN_SCHEMA.match(str(name))
+    if m:
+        return m.group(1)
+    for msg in messages:
+        m = _ROLE_IN_TEXT.search(str(msg.get("content") or ""))
+        if m:
+            return m.group(1).lower()
+    return None
+
+
+_VARIABLES_LINE = re.compile(r"^Input names: (.+)$", re.MULTILINE)
+
+
+def scripted_role_output(messages: list[dict[str, Any]], **request: Any) -> str:
+    """Deterministic, valid role JSON for any role prompt: the scripted provider's default behaviour.
+
+    Plans use the inputs named in the prompt (a linear-plus-products hypothesis), so the whole workflow (plans,
+    seeds, SR runs) is exercised without a model.
+    """
+    role = detect_role(messages, request.get("response_format"))
+    text = "\n".join(str(m.get("content") or "") for m in messages)
+    m = _VARIABLES_LINE.search(text)
+    names = [n.strip() for n in m.group(1).split(",")] if m else []
+    linear = " + ".join(f"c{i} * {n}" for i, n in enumerate(names[:4])) or "c0"
+    ops = ["add", "sub", "mul", "div", "square"]
+    if role == "analyst":
+        out: BaseModel = AnalystOutput(findings=["The target varies smoothly with the inputs."], operators=ops,
+                                       hypotheses=[linear])
+    elif role == "diagnoser":
+        out = DiagnosisOutput(issues=["Residuals may still depend on the inputs."],
+                              evidence=["See the residual diagnostics."],
+                              missing_terms=[f"c9 * {names[0]}**2"] if names else [])
+    elif role in ("planner", "repairer", "synthesizer"):
+        cls = output_model(role)
+        out = cls(rationale=f"scripted {role} plan", operators=ops, max_length=20, hypotheses=[linear])
+    else:
+        return "I do not know which role this is."
+    return out.model_dump_json()

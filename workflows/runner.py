@@ -1,0 +1,490 @@
+"""Run one workflow: optional Analyst, b branches of Planner -> SR with repair rounds, cross-branch discussion,
+optional Synthesizer, then deterministic selection.
+
+Branches run in threads (role calls are I/O-bound); SR runs are CPU-bound, so a semaphore caps how many run at
+once. Every step is a node of the run's :class:`SearchRunState`, so a finished or crashed run can be inspected.
+Budget: an LLM call is made only while no resource is spent, and it is counted before it is made (a failed call
+still counts), so the recorded count equals ``expected_llm_calls`` whenever the budget never stops the run.
+An SR run that follows a plan already paid for ignores the LLM budget (the plan would otherwise be wasted).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.candidates import Candidate, select_best
+from harness.context import AgentContext, Budget, BudgetExhausted, BudgetTracker
+from harness.state import SearchRunState
+from workflows.params import SRSettings, WorkflowParams, expected_llm_calls, expected_solver_runs
+from workflows.prompting import build_messages
+from workflows.roles import (
+    ROLE_NAMES,
+    AnalystOutput,
+    DiagnosisOutput,
+    PlanOutput,
+    RoleOutput,
+    fallback_output,
+    output_model,
+    response_format,
+)
+
+STATUS_COMPLETED = "completed"
+STATUS_BUDGET = "budget_exhausted"
+STATUS_CANCELLED = "cancelled"
+STATUS_ERROR = "error"
+
+
+@dataclass
+class WorkflowResult:
+    """Outcome of :func:`run_workflow`: the selected candidate, the pool, and what the run used."""
+
+    best: Candidate | None
+    candidates: list[Candidate]
+    front: list[Candidate]
+    llm_calls: int
+    solver_runs: int
+    seconds: float
+    status: str
+    run_dir: Path | None
+    errors: list[str] = field(default_factory=list)
+    stop_reason: str | None = None
+    state: SearchRunState | None = None
+
+
+def default_max_workers() -> int:
+    """Concurrent SR runs: 1 on small machines (each engine run wants a core), up to 4 on big ones."""
+    return max(1, min(4, (os.cpu_count() or 1) // 4))
+
+
+class _SolverBudget:
+    """The run's budget as SR runs see it: solver runs and seconds only (LLM limits are the runner's business)."""
+
+    def __init__(self, tracker: BudgetTracker):
+        self._tracker = tracker
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tracker, name)
+
+    def exhausted(self) -> str | None:
+        t, b = self._tracker, self._tracker.budget
+        if b.max_solver_runs is not None and t.solver_runs >= b.max_solver_runs:
+            return f"solver budget spent ({t.solver_runs}/{b.max_solver_runs})"
+        if b.max_seconds is not None and t.elapsed() >= b.max_seconds:
+            return f"time budget spent ({t.elapsed():.1f}s/{b.max_seconds}s)"
+        return None
+
+    def check(self) -> None:
+        reason = self.exhausted()
+        if reason:
+            raise BudgetExhausted(reason)
+
+
+@dataclass
+class _Branch:
+    """One line of search: its current plan, history lines for its prompts, and the candidates it found."""
+
+    index: int
+    label: str
+    plan: PlanOutput | None = None
+    history: list[str] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    last_node: int | None = None
+    steps: int = 0
+
+    def best(self) -> Candidate | None:
+        return select_best(self.candidates)
+
+
+def _describe(cand: Candidate | None) -> str:
+    if cand is None:
+        return "no usable equation"
+    eq = cand.equation if len(cand.equation) <= 200 else cand.equation[:197] + "..."
+    return f"{eq}  [valid NMSE {cand.metric('valid'):.3g}, train NMSE {cand.metric('train'):.3g}, complexity {cand.complexity}]"
+
+
+def _coerce_budget(budget: Budget | BudgetTracker | dict[str, Any] | None) -> BudgetTracker:
+    if isinstance(budget, BudgetTracker):
+        return budget
+    if isinstance(budget, dict):
+        return BudgetTracker(Budget(**{k: v for k, v in budget.items() if v is not None}))
+    return BudgetTracker(budget)
+
+
+class _WorkflowRun:
+    """State and steps of one workflow run (one instance per run; not reusable)."""
+
+    def __init__(
+        self,
+        task: Any,
+        params: WorkflowParams,
+        prompts: dict[str, str],
+        llm: Any,
+        *,
+        backend: str,
+        sr_settings: SRSettings,
+        budget: BudgetTracker,
+        seed: int,
+        run_dir: Path | None,
+        max_workers: int,
+        on_node: Callable[[Any], None] | None,
+    ):
+        missing = [r for r in params.roles_used() if not (prompts.get(r) or "").strip()]
+        if missing:
+            raise ValueError(f"no prompt for role(s) {missing}; roles are {', '.join(ROLE_NAMES)}")
+        self.task, self.params, self.prompts, self.llm = task, params, prompts, llm
+        self.backend, self.settings, self.tracker, self.seed = backend, sr_settings, budget, seed
+        self.on_node = on_node
+        config = {
+            "workflow": params.model_dump(),
+            "backend": backend,
+            "sr_settings": sr_settings.model_dump(),
+            "seed": seed,
+            "expected_llm_calls": expected_llm_calls(params),
+            "expected_solver_runs": expected_solver_runs(params),
+        }
+        self.state = SearchRunState(run_dir, budget=budget, task=task, config=config)
+        self.ctx = AgentContext(task=task, seed=seed, workspace=run_dir, budget=_SolverBudget(budget), llm=llm,
+                                state=self.state)  # type: ignore[arg-type]
+        self.sr_gate = threading.Semaphore(max(1, max_workers))
+        self._lock = threading.Lock()
+        self.errors: list[str] = []
+        self.stop_reason: str | None = None
+        self.findings = ""
+        self.analyst_node: int | None = None
+
+    # -- bookkeeping ----------------------------------------------------------------------------------------
+    def _error(self, text: str) -> None:
+        with self._lock:
+            self.errors.append(text[:500])
+
+    def _stop(self, reason: str) -> None:
+        with self._lock:
+            self.stop_reason = self.stop_reason or reason
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop_reason is not None or self.ctx.cancelled()
+
+    def _record(self, kind: str, **fields: Any) -> int:
+        node = self.state.add_node(kind, **fields)
+        if self.on_node is not None:
+            try:
+                self.on_node(node)
+            except Exception:  # a progress display must never break a run
+                pass
+        return node.id
+
+    def _reserve_llm_call(self) -> bool:
+        """Count one LLM call if nothing is spent yet; otherwise stop scheduling and say no."""
+        with self._lock:
+            if self.ctx.cancelled():
+                self.stop_reason = self.stop_reason or "cancelled"
+                return False
+            reason = self.stop_reason or self.tracker.exhausted()
+            if reason:
+                self.stop_reason = reason
+                return False
+            self.tracker.add_llm(1)
+            return True
+
+    # -- steps ----------------------------------------------------------------------------------------------
+    def role_call(
+        self, role: str, branch: _Branch | None, *, mode: str = "", parent: int | None = None,
+        fallback: RoleOutput | None = None, **parts: Any,
+    ) -> RoleOutput | None:
+        """One LLM call for ``role``; ``None`` when the budget stopped the run. Parse failures use a fallback."""
+        if not self._reserve_llm_call():
+            return None
+        from harness.parsing import parse_json_output
+
+        messages = build_messages(role, self.prompts[role], self.task, mode=mode, **parts)
+        call_seed = self.seed * 1000 + (branch.index + 1 if branch else 0) * 100 + (branch.steps if branch else 0)
+        t0 = time.perf_counter()
+        text, error, ptok, ctok = "", None, 0, 0
+        out: RoleOutput | None = None
+        try:
+            response = self.llm.complete(messages, response_format=response_format(role), seed=call_seed)[0]
+            text, ptok, ctok = response.text or "", response.prompt_tokens, response.completion_tokens
+            if response.error:
+                error = f"{role}: model error: {response.error}"
+            else:
+                out, perr = parse_json_output(text, output_model(role))
+                if out is None:
+                    error = f"{role}: unparseable output: {perr}"
+        except Exception as exc:  # LLMError or a client bug: the run continues with the fallback
+            error = f"{role}: call failed: {type(exc).__name__}: {exc}"
+        if ptok or ctok:
+            self.tracker.add_llm(0, tokens=int(ptok) + int(ctok))
+        if out is None:
+            self._error(error or f"{role}: no output")
+            out = fallback if fallback is not None else fallback_output(role)
+        node_id = self._record(
+            f"role:{role}", parent=parent, branch=branch.label if branch else None, messages=messages,
+            response=text, prompt_tokens=ptok, completion_tokens=ctok, seconds=time.perf_counter() - t0,
+            error=error, info={"mode": mode, "output": out.model_dump(), "fallback": error is not None},
+        )
+        if branch is not None:
+            branch.last_node = node_id
+            branch.steps += 1
+        return out
+
+    def sr_step(self, branch: _Branch, plan: PlanOutput, step: str) -> Candidate | None:
+        """Validate the plan against the SR settings and run the engine; the branch keeps what it finds."""
+        s = self.settings
+        raw = plan.to_raw_plan()
+        seeds = list(raw.get("seeds", []))
+        held = branch.best()
+        if s.carry_best_seed and held is not None and step != "initial":
+            seeds.append(held.expression)
+        raw.update(
+            seeds=seeds[: s.max_seeds], max_length=min(plan.max_length, s.max_length), max_depth=s.max_depth,
+            time_budget=s.time_budget, generations=s.generations, population_size=s.population_size, loss=s.loss,
+            seed=(self.seed * 1000 + branch.index * 50 + branch.steps) % (2**31), extras=dict(s.extras),
+        )
+        from harness.sr.backends import run_search
+
+        with self.sr_gate:
+            if self.ctx.cancelled():
+                self._stop("cancelled")
+                return None
+            try:
+                outcome = run_search(raw, self.ctx, self.backend, limits=s.limits())
+            except BudgetExhausted as exc:
+                self._stop(str(exc))
+                return None
+        if outcome.error:
+            self._error(f"{branch.label} sr ({step}): {outcome.error}")
+        node_id = self._record(
+            "sr", parent=branch.last_node, branch=branch.label, candidates=outcome.candidates,
+            seconds=outcome.seconds, error=outcome.error,
+            info={"step": step, "plan": outcome.plan.model_dump(), "plan_changes": outcome.plan_changes[:20],
+                  "warnings": outcome.warnings[:10], "backend_used": outcome.backend_used},
+        )
+        branch.last_node = node_id
+        branch.steps += 1
+        branch.candidates.extend(outcome.candidates)
+        found = outcome.best
+        note = f"; ignored: {'; '.join(outcome.plan_changes[:3])}" if outcome.plan_changes else ""
+        if outcome.error:
+            branch.history.append(f"SR run ({step}) failed: {outcome.error[:200]}")
+        else:
+            branch.history.append(f"SR run ({step}): best {_describe(found)}{note}")
+        return found
+
+    # -- evidence -------------------------------------------------------------------------------------------
+    def analysis_evidence(self) -> str:
+        """Deterministic data analyses of the training data, one short summary each."""
+        from harness import analysis
+
+        X, y, names = self.ctx.train.X, self.ctx.train.y, self.ctx.variables
+        checks = {
+            "summary statistics": lambda: analysis.summary_statistics(X, y, names, self.task.target_name),
+            "correlations": lambda: analysis.correlations(X, y, names),
+            "monotonicity": lambda: analysis.monotonicity(X, y, names),
+            "periodicity": lambda: analysis.periodicity(X, y, names),
+            "power law": lambda: analysis.power_law(X, y, names),
+        }
+        lines = []
+        for label, fn in checks.items():
+            try:
+                lines.append(f"- {label}: {fn().get('summary', '')}")
+            except Exception as exc:  # one failing analysis must not cost the others
+                lines.append(f"- {label}: not available ({type(exc).__name__})")
+        return "\n".join(lines)
+
+    def residual_evidence(self, branch: _Branch) -> str:
+        """Residual diagnostics of the branch's best candidate (train+valid only: test metrics never leak)."""
+        best = branch.best()
+        if best is None:
+            return "The branch has no usable equation yet (the SR runs failed or found nothing finite)."
+        from harness.analysis import residual_report
+
+        lines = [f"Best equation: {_describe(best)}"]
+        try:
+            report = residual_report(best, self.ctx)
+        except Exception as exc:
+            return "\n".join(lines + [f"Residual diagnostics failed: {type(exc).__name__}: {exc}"[:300]])
+        res = report.get("residuals", {})
+        lines.append("Residuals: " + str(res.get("summary", "")))
+        trends = res.get("trend", {})
+        for name, t in list(trends.items())[:8]:
+            lines.append(f"- vs {name}: spearman {t.get('spearman')}, eta2 {t.get('eta2')}"
+                         + (" (flagged)" if t.get("flagged") else ""))
+        drops = report.get("drop_one", {}).get("terms", [])
+        if drops:
+            lines.append("Drop-one refits (term: relative change of valid NMSE): " + "; ".join(
+                f"{d['term']}: {d.get('rel_change', d.get('error', '?'))}" for d in drops[:6]))
+        return "\n".join(lines)
+
+    def shared_results(self, branches: list[_Branch], viewer: _Branch | None = None) -> str:
+        """What every branch has found so far, for discussion and synthesis (bounded by the prompt builder)."""
+        lines = []
+        for br in branches:
+            who = " (this branch)" if br is viewer else ""
+            plan = br.plan.summary(200) if br.plan else "no plan"
+            lines.append(f"{br.label}{who}: plan {plan}; best {_describe(br.best())}")
+        top = self.state.top(3)
+        if top:
+            lines.append("Overall best: " + " | ".join(_describe(c) for c in top))
+        return "\n".join(lines)
+
+    # -- phases ---------------------------------------------------------------------------------------------
+    def analyst(self) -> None:
+        evidence = self.analysis_evidence()
+        pseudo = _Branch(index=-1, label="analyst")
+        out = self.role_call("analyst", pseudo, evidence=evidence)
+        self.analyst_node = pseudo.last_node
+        if isinstance(out, AnalystOutput):
+            parts = list(out.findings)
+            if out.operators:
+                parts.append("Suggested operators: " + ", ".join(out.operators))
+            if out.hypotheses:
+                parts.append("Suggested hypotheses: " + "; ".join(out.hypotheses))
+            self.findings = "\n".join(f"- {p}" for p in parts)
+
+    def branch_start(self, br: _Branch) -> None:
+        """Planner -> SR, then repair rounds of Diagnoser -> Repairer -> SR."""
+        note = f"You plan {br.label} of {self.params.branches}." + (
+            " Explore a different form than the other branches would." if self.params.branches > 1 else "")
+        plan = self.role_call("planner", br, mode="initial", parent=self.analyst_node, findings=self.findings,
+                              history=br.history, note=note)
+        if plan is None:
+            return
+        assert isinstance(plan, PlanOutput)
+        br.plan = plan
+        br.history.append(f"planner: {plan.summary()}")
+        if self.sr_step(br, plan, "initial") is None and self.stopped:
+            return
+        for r in range(self.params.repair_rounds):
+            evidence = self.residual_evidence(br)
+            diag = self.role_call("diagnoser", br, mode=f"repair {r + 1}", parent=br.last_node,
+                                  evidence=evidence, history=br.history)
+            if diag is None:
+                return
+            assert isinstance(diag, DiagnosisOutput)
+            br.history.append(f"diagnoser: {diag.summary()}")
+            evidence = (f"Diagnosis: {diag.summary(600)}\nEvidence cited: {'; '.join(diag.evidence)[:400]}\n"
+                        f"Current plan: {br.plan.summary()}\nBest equation: {_describe(br.best())}")
+            plan = self.role_call("repairer", br, mode=f"repair {r + 1}", parent=br.last_node, evidence=evidence,
+                                  history=br.history, fallback=br.plan)
+            if plan is None:
+                return
+            assert isinstance(plan, PlanOutput)
+            br.plan = plan
+            br.history.append(f"repairer: {plan.summary()}")
+            if self.sr_step(br, plan, f"repair {r + 1}") is None and self.stopped:
+                return
+
+    def branch_discuss(self, br: _Branch, round_no: int, shared: str) -> None:
+        """One discussion update: the Planner sees every branch's results and revises this branch's plan."""
+        plan = self.role_call("planner", br, mode="discussion", parent=br.last_node, findings=self.findings,
+                              history=br.history, shared=shared, fallback=br.plan)
+        if plan is None:
+            return
+        assert isinstance(plan, PlanOutput)
+        br.plan = plan
+        br.history.append(f"planner (discussion {round_no}): {plan.summary()}")
+        self.sr_step(br, plan, f"discussion {round_no}")
+
+    def synthesize(self, branches: list[_Branch]) -> None:
+        synth = _Branch(index=len(branches), label="synthesis")
+        synth.candidates = [c for br in branches for c in br.candidates]
+        plan = self.role_call("synthesizer", synth, findings=self.findings, shared=self.shared_results(branches))
+        if plan is None:
+            return
+        assert isinstance(plan, PlanOutput)
+        synth.plan = plan
+        self.sr_step(synth, plan, "synthesis")
+
+    def run(self) -> WorkflowResult:
+        t0 = time.perf_counter()
+        p = self.params
+        branches = [_Branch(index=i, label=f"branch {i + 1}") for i in range(p.branches)]
+        status, crash = STATUS_COMPLETED, None
+        try:
+            if p.use_analyst:
+                self.analyst()
+            self._parallel(branches, self.branch_start)
+            for d in range(1, p.discussion_rounds + 1):
+                if self.stopped:
+                    break
+                snapshot = {br.index: self.shared_results(branches, br) for br in branches}
+                self._parallel(branches, lambda br, d=d: self.branch_discuss(br, d, snapshot[br.index]))
+            if p.use_synthesizer and not self.stopped:
+                self.synthesize(branches)
+        except Exception as exc:  # keep what was found; the caller sees the error
+            crash = f"{type(exc).__name__}: {exc}"
+            self._error(f"workflow crashed: {crash}")
+        if crash:
+            status = STATUS_ERROR
+        elif self.ctx.cancelled():
+            status = STATUS_CANCELLED
+        elif self.stop_reason:
+            status = STATUS_BUDGET
+        candidates = self.state.candidates
+        best = select_best(candidates)
+        self.state.finish(status, crash or self.stop_reason)
+        used = self.tracker.snapshot()
+        return WorkflowResult(
+            best=best, candidates=candidates, front=self.state.front(), llm_calls=int(used["llm_calls"]),
+            solver_runs=int(used["solver_runs"]), seconds=time.perf_counter() - t0, status=status,
+            run_dir=self.state.run_dir, errors=list(self.errors), stop_reason=self.stop_reason, state=self.state,
+        )
+
+    def _parallel(self, branches: list[_Branch], fn: Callable[[_Branch], None]) -> None:
+        """Run ``fn`` for every branch concurrently; a crashing branch is recorded, the others go on."""
+
+        def guarded(br: _Branch) -> None:
+            try:
+                fn(br)
+            except Exception as exc:
+                self._error(f"{br.label} crashed: {type(exc).__name__}: {exc}")
+
+        if len(branches) == 1:
+            guarded(branches[0])
+            return
+        with ThreadPoolExecutor(max_workers=len(branches), thread_name_prefix="branch") as pool:
+            list(pool.map(guarded, branches))
+
+
+def run_workflow(
+    task: Any,
+    params: WorkflowParams | tuple[int, ...] | dict[str, Any],
+    prompts: dict[str, str] | None,
+    llm: Any,
+    *,
+    backend: str = "operon",
+    sr_settings: SRSettings | dict[str, Any] | None = None,
+    budget: Budget | BudgetTracker | dict[str, Any] | None = None,
+    seed: int = 0,
+    run_dir: str | Path | None = None,
+    max_workers: int | None = None,
+    on_node: Callable[[Any], None] | None = None,
+    cancel_event: threading.Event | None = None,
+) -> WorkflowResult:
+    """Run the workflow ``params`` with role ``prompts`` (None = ours) on ``task``; see the module docstring.
+
+    ``on_node`` is called with every recorded node (progress display); ``cancel_event`` stops the run early.
+    """
+    if isinstance(params, dict):
+        params = WorkflowParams.model_validate(params)
+    elif not isinstance(params, WorkflowParams):
+        params = WorkflowParams.from_tuple(params)
+    if prompts is None:
+        from workflows.roles import default_prompts
+
+        prompts = default_prompts()
+    run = _WorkflowRun(
+        task, params, dict(prompts), llm, backend=backend, sr_settings=SRSettings.coerce(sr_settings),
+        budget=_coerce_budget(budget), seed=int(seed), run_dir=Path(run_dir) if run_dir is not None else None,
+        max_workers=max_workers or default_max_workers(), on_node=on_node,
+    )
+    if cancel_event is not None:
+        run.ctx.cancel_event = cancel_event
+    return run.run()
