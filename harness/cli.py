@@ -141,6 +141,14 @@ def agent_command(cfg: DictConfig) -> int:
     return 0 if result.status in ("completed", "target_reached", "budget_exhausted") else 1
 
 
+@command("solve")
+def solve_command(cfg: DictConfig) -> int:
+    """Solve one task with a frozen harness (body in harness/solve_cli.py)."""
+    from harness.solve_cli import solve_command as run
+
+    return run(cfg)
+
+
 def _node_printer(console: Any) -> Callable[[Any], None]:
     def show(node: Any) -> None:
         where = f"r{node.R}c{node.C} L{node.L}" + (f" K{node.K}" if node.K is not None else "")

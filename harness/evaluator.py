@@ -179,7 +179,15 @@ def _starts(p0: np.ndarray, n_starts: int, seed: int) -> list[np.ndarray]:
 
 def fit(expression: Expression, X: np.ndarray, y: np.ndarray, *, n_starts: int = 4, seed: int = 0,
         max_seconds: float = 2.0, loss: str = "mse") -> FitResult:
-    """Fit the free parameters by least squares from several seeded starts, within max_seconds."""
+    """Fit the free parameters by least squares from several seeded starts, within max_seconds.
+
+    Starts: ``expression.initial_params`` first, then seeded perturbations of it; the solver
+    (lm / trf / dogbox) alternates between starts because each fails on different problems.
+    Stops early once the fit is exact.  Status: "ok"; "no_params" (only scored); "timeout"
+    (the cap cut the search short; the best point seen is returned); "nonfinite" (the best
+    point still predicts nan/inf on some rows); "failed" (no start could be evaluated).
+    Metrics are always on all rows of (X, y).
+    """
     t0 = time.perf_counter()
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64).ravel()
@@ -200,8 +208,10 @@ def fit(expression: Expression, X: np.ndarray, y: np.ndarray, *, n_starts: int =
         if method == "lm" and y.size < expression.n_params:
             method = "trf"
         try:
+            # 'lm' counts finite-difference evaluations in max_nfev, the others do not
+            max_nfev = _MAX_NFEV * (expression.n_params + 1 if method == "lm" and not obj.has_jac else 1)
             res = least_squares(obj.residuals, p_start, jac=jac, method=method, x_scale=x_scale,
-                                ftol=1e-14, xtol=1e-14, gtol=1e-14, max_nfev=_MAX_NFEV)
+                                ftol=1e-14, xtol=1e-14, gtol=1e-14, max_nfev=max_nfev)
             costs.append(float(2 * res.cost))
         except _Deadline:
             timed_out = True
@@ -212,8 +222,8 @@ def fit(expression: Expression, X: np.ndarray, y: np.ndarray, *, n_starts: int =
         if obj.best_cost <= target:
             break
 
-    if not np.isfinite(obj.best_cost) and not timed_out:
-        _fallback(obj, expression.initial_params, errors)
+    if not timed_out and (not np.isfinite(obj.best_cost) or len(errors) == len(costs)):
+        timed_out = _fallback(obj, expression.initial_params, errors)
 
     seconds = time.perf_counter() - t0
     if obj.best_p is None:
@@ -235,12 +245,16 @@ def fit(expression: Expression, X: np.ndarray, y: np.ndarray, *, n_starts: int =
     return FitResult(params, metrics, status, message, obj.n_eval, seconds, costs)
 
 
-def _fallback(obj: _Objective, p0: np.ndarray, errors: list[str]) -> None:
-    """Derivative-free Nelder-Mead when least squares could not find any finite point."""
+def _fallback(obj: _Objective, p0: np.ndarray, errors: list[str]) -> bool:
+    """Derivative-free Nelder-Mead for when least squares raised on every start or found no
+    point with finite predictions; returns True if the time cap stopped it."""
+    start = obj.best_p if obj.best_p is not None else p0
     try:
-        minimize(obj.cost, p0, method="Nelder-Mead",
+        minimize(obj.cost, start, method="Nelder-Mead",
                  options={"maxfev": 400 * (p0.size + 1), "xatol": 1e-12, "fatol": 1e-14})
     except _Deadline:
         errors.append("fallback Nelder-Mead hit the time cap")
+        return True
     except Exception as exc:
         errors.append(f"fallback: {type(exc).__name__}: {exc}")
+    return False

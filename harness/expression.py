@@ -65,6 +65,12 @@ _UNARY: dict[str, Callable[[sympy.Expr], sympy.Expr]] = {
     # numpy spellings and sympy's printed name for abs
     "absolute": sympy.Abs, "Abs": sympy.Abs,
 }
+_FLOAT_FUNCS: dict[str, Callable[[np.float64], np.float64]] = {
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
+    "abs": np.abs, "absolute": np.abs, "Abs": np.abs, "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh,
+    "arcsin": np.arcsin, "arccos": np.arccos, "arctan": np.arctan,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+}
 _BINARY: dict[str, Callable[[sympy.Expr, sympy.Expr], sympy.Expr]] = {"pow": sympy.Pow, "power": sympy.Pow}
 ALLOWED_FUNCTIONS: tuple[str, ...] = (
     "sin", "cos", "tan", "exp", "log", "sqrt", "abs", "tanh", "sinh", "cosh",
@@ -92,6 +98,14 @@ def _constants_ok(expr: sympy.Expr) -> bool:
     if any(expr.has(b) for b in _BAD_CONSTANTS):
         return False
     return all(_number_ok(a) for a in expr.atoms(sympy.Number))
+
+
+def _small_exact(arg: sympy.Expr) -> bool:
+    """A constant that sympy may keep exact inside a function: small rational, or one times pi."""
+    for r in (arg, arg / sympy.pi):
+        if r.is_Rational and abs(r.p) <= 1000 and r.q <= 1000:
+            return True
+    return False
 
 
 def _var_symbol(name: str) -> sympy.Symbol:
@@ -291,7 +305,7 @@ class _Builder:
         if isinstance(op, (ast.Add, ast.Sub)):
             terms = [self.build(n, depth + 1, in_exponent) * s
                      for n, s in self.chain(node, (ast.Add, ast.Sub), ast.Sub)]
-            return sympy.Add(*terms)
+            return self.constant(node, sympy.Add(*terms))
         if isinstance(op, (ast.Mult, ast.Div)):
             factors = []
             for n, s in self.chain(node, (ast.Mult, ast.Div), ast.Div):
@@ -299,7 +313,7 @@ class _Builder:
                 if s == -1 and f.is_zero:
                     raise self.fail(n, "division by zero")
                 factors.append(f if s == 1 else self.power(n, f, sympy.Integer(-1)))
-            return sympy.Mul(*factors)
+            return self.constant(node, sympy.Mul(*factors))
         if isinstance(op, ast.Pow):
             base = self.build(node.left, depth + 1, in_exponent)
             ex = self.build(node.right, depth + 1, True)
@@ -320,21 +334,47 @@ class _Builder:
         items.append((cur, 1))
         return items[::-1]
 
-    def power(self, node: ast.AST, base: sympy.Expr, ex: sympy.Expr) -> sympy.Expr:
-        """Pow, with numeric folding guarded so that ``9**9**9**9`` cannot run away."""
-        if isinstance(base, sympy.Number) and isinstance(ex, sympy.Number):
+    def constant(self, node: ast.AST, expr: sympy.Expr) -> sympy.Expr:
+        """Every constant subtree must be a finite real float64 (keeps sympy's own
+        evaluation of later nodes cheap: no astronomically large or complex constants)."""
+        parts = [a for a in expr.args if not a.free_symbols] if expr.free_symbols else [expr]
+        for part in parts:  # e.g. the coefficient exp(3500) that sympy folded out of a product
             try:
-                value = float(base) ** float(ex)
-            except (OverflowError, ZeroDivisionError):
-                raise self.fail(node, "constant power overflows or divides by zero") from None
-            if isinstance(value, complex) or not math.isfinite(value) or abs(value) > MAX_LITERAL:
-                raise self.fail(node, "constant power is not a finite real number of moderate size")
-            if abs(float(ex)) <= 64 and not isinstance(base, sympy.Float) and not isinstance(ex, sympy.Float):
-                exact = sympy.Pow(base, ex)  # safe: |exponent| <= 64 and the value is moderate
-                if not isinstance(exact, sympy.Number) or _number_ok(exact):
-                    return exact
-            return sympy.Float(value)
-        return sympy.Pow(base, ex)
+                value = float(part)
+            except (TypeError, ValueError, OverflowError):
+                value = math.nan
+            if not math.isfinite(value):
+                raise self.fail(node, "constant subexpression is not a finite real number")
+        return expr
+
+    def power(self, node: ast.AST, base: sympy.Expr, ex: sympy.Expr) -> sympy.Expr:
+        """Pow, with constant folding guarded so that ``9**9**9**9`` cannot run away."""
+        if base.free_symbols or ex.free_symbols:
+            return self.constant(node, sympy.Pow(base, ex))
+        try:
+            value = float(base) ** float(ex)  # both already checked finite
+        except (OverflowError, ZeroDivisionError):
+            raise self.fail(node, "constant power overflows or divides by zero") from None
+        if isinstance(value, complex) or not math.isfinite(value) or abs(value) > MAX_LITERAL:
+            raise self.fail(node, "constant power is not a finite real number of moderate size")
+        small = ex.is_Rational and abs(ex.p) <= 64 * ex.q and ex.q <= 64
+        if small and (base.is_Rational or ex.is_Integer):
+            exact = sympy.Pow(base, ex)  # cheap: small exponent, moderate value
+            if not isinstance(exact, sympy.Number) or _number_ok(exact):
+                return exact
+        return sympy.Float(value)
+
+    def function(self, node: ast.AST, name: str, arg: sympy.Expr) -> sympy.Expr:
+        """Apply a whitelisted function; constant arguments other than small exact ones
+        (``exp(1)``, ``sqrt(2)``, ``sin(pi/6)``) are folded to a float here, because
+        sympy's exact evaluation of e.g. ``sin(exp(exp(100)))`` can take forever."""
+        if arg.free_symbols or _small_exact(arg):
+            return self.constant(node, _UNARY[name](arg))
+        with np.errstate(all="ignore"):
+            value = float(_FLOAT_FUNCS[name](np.float64(float(arg))))
+        if not math.isfinite(value):
+            raise self.fail(node, f"{name}() of this constant is not a finite real number")
+        return sympy.Float(value)
 
     def call(self, node: ast.Call, depth: int) -> sympy.Expr:
         func = node.func
@@ -362,7 +402,7 @@ class _Builder:
             return self.power(node, *args)
         if name in ("square", "cube"):
             return self.power(node, args[0], sympy.Integer(2 if name == "square" else 3))
-        return _UNARY[name](args[0])
+        return self.function(node, name, args[0])
 
     def subscript(self, node: ast.Subscript) -> sympy.Expr:
         idx = node.slice
@@ -444,6 +484,7 @@ class _Codegen:
         self.names = {s: f"_a{i}" for i, s in enumerate(args)}
         self.lines: list[str] = []
         self.memo: dict[sympy.Basic, str] = {}
+        self.constants: dict[str, np.float64] = {}
 
     def emit(self, e: sympy.Basic) -> str:
         if e in self.names:
@@ -460,8 +501,9 @@ class _Codegen:
 
     def node(self, e: sympy.Basic) -> str:
         if e.is_Number or e.is_NumberSymbol or (e.is_number and not e.free_symbols):
-            value = float(e)  # raises TypeError for complex values -> fallback
-            return f"_np.float64({value!r})"
+            name = f"_k{len(self.constants)}"
+            self.constants[name] = np.float64(float(e))  # TypeError for complex values -> fallback
+            return name
         if e.is_Symbol:
             raise NotImplementedError(f"unbound symbol {e}")
         if e.is_Add:
@@ -494,7 +536,7 @@ class _Codegen:
         ret = f"[{', '.join(results)}]" if many else results[0]
         params = ", ".join(gen.names[s] for s in args)
         source = "\n".join([f"def _f({params}):", *gen.lines, f"    return {ret}"])
-        namespace: dict[str, Any] = {"_np": np}
+        namespace: dict[str, Any] = {"_np": np, **gen.constants}
         # The source is generated above from whitelisted sympy nodes only, never from user text.
         exec(compile(source, "<harness.expression>", "exec"), namespace)  # noqa: S102
         return namespace["_f"]

@@ -233,7 +233,8 @@ def normalize_tools(tools: Any) -> list[dict[str, Any]]:
 
 
 def tool_call_schema(tools: list[dict[str, Any]], *, name_key: str = "tool") -> dict[str, Any]:
-    """JSON schema of one call ``{"tool": <name>, "arguments": {...}}``: anyOf over the tools, for constrained decoding."""
+    """JSON schema of one call ``{"tool": <name>, "arguments": {...}}`` (anyOf over the tools), for constrained
+    decoding."""
     options = []
     for tool in normalize_tools(tools):
         fn = tool["function"]
@@ -412,10 +413,12 @@ class JSONToolParser(BaseParser):
         normalized = normalize_tools(tools)
         if not normalized:
             return {"kwargs": {}, "system": ""}
+        alternative = "" if self.constrain else "To answer without a tool, reply in plain text.\n"
         system = (
             "To call a tool, reply with only a JSON object of the form "
-            '{"tool": "<tool name>", "arguments": {<arguments>}} and nothing else. '
-            "To answer without a tool, reply in plain text.\nAvailable tools (JSON schema of the arguments):\n"
+            '{"tool": "<tool name>", "arguments": {<arguments>}} and nothing else.\n'
+            + alternative
+            + "Available tools (JSON schema of the arguments):\n"
             + _tool_catalogue(normalized)
         )
         kwargs: dict[str, Any] = {}

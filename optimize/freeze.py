@@ -1,18 +1,15 @@
 """Freeze — score each stage's harness on all training and held-out tasks, pick the final one, write harness.json.
 
 Reads everything from the run folder (stage result files), so ``stage=freeze`` works as its own process. The final
-harness is the stage harness with the best *training* score (ties go to the later stage); held-out tasks are
-scored for the report only and never influence the choice. Report-only runs are paid under the stage ``freeze``,
+harness is the stage harness with the best *training* score (ties: fewer LLM calls per task, then the later
+stage); held-out tasks are scored for the report only and never influence the choice. Report-only runs are paid under the stage ``freeze``,
 so the cumulative solver executions of stages 1-3 stay what the optimizer itself used.
 """
 
 from __future__ import annotations
 
 import logging
-import subprocess
 import time
-from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from optimize.context import OptimizeContext
@@ -23,25 +20,6 @@ STAGE = "freeze"
 STAGE_ORDER = ("baseline", "init", "search", "refine")
 STAGE_TITLES = {"baseline": "seed harness", "init": "stage 1 (prompt init)", "search": "stage 2 (joint search)",
                 "refine": "stage 3 (reflective refinement)"}
-
-
-def code_version() -> dict[str, Any]:
-    """Package version and, in a git checkout, the commit and whether the tree had local changes."""
-    out: dict[str, Any] = {}
-    try:
-        out["package"] = metadata.version("harness-sr")
-    except metadata.PackageNotFoundError:
-        out["package"] = None
-    root = Path(__file__).resolve().parent.parent
-    try:
-        out["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                       timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        out["dirty"] = bool(dirty)
-    except (OSError, subprocess.SubprocessError):
-        out["commit"] = None
-    return out
 
 
 def stage_specs(ctx: OptimizeContext) -> dict[str, HarnessSpec]:
@@ -81,11 +59,12 @@ def evaluate_stages(ctx: OptimizeContext, specs: dict[str, HarnessSpec]) -> dict
 
 
 def pick_final(specs: dict[str, HarnessSpec], rows: dict[str, dict[str, Any]]) -> str:
+    """Best training score; ties go to fewer LLM calls per task, then to the later stage."""
     scored = [s for s in STAGE_ORDER if s in rows and rows[s]["train"] is not None]
     if not scored:
         return [s for s in STAGE_ORDER if s in specs][-1]
     order = {s: i for i, s in enumerate(STAGE_ORDER)}
-    return max(scored, key=lambda s: (rows[s]["train"]["score"], order[s]))
+    return max(scored, key=lambda s: (rows[s]["train"]["score"], -rows[s]["train"]["llm_calls_per_task"], order[s]))
 
 
 def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
@@ -115,18 +94,10 @@ def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
         "benchmark": ctx.benchmark_config,
         "preset": ctx.settings.preset,
         "settings": ctx.settings.model_dump(),
-        "code_version": code_version(),
     }
-    llm = {k: ctx.llm_config.get(k) for k in ("provider", "model", "model_path", "temperature", "max_tokens")}
-    frozen = FrozenHarness(
-        prompts=dict(spec.prompts),
-        workflow=spec.workflow,
-        backend=spec.backend,
-        sr_settings=dict(spec.sr_settings),
-        llm=llm,
-        provenance=provenance,
-    )
+    frozen = FrozenHarness.create(dict(spec.prompts), spec.workflow, backend=spec.backend,
+                                  sr_settings=dict(spec.sr_settings), llm=ctx.llm_config, provenance=provenance)
     frozen.save(ctx.folder.harness_path)
-    log.info("froze the %s harness (digest %s) to %s", final, getattr(frozen, "digest", "?"), ctx.folder.harness_path)
+    log.info("froze the %s harness (%s) to %s", final, frozen.digest, ctx.folder.harness_path)
     return {"stage": STAGE, "selected_stage": final, "rows": rows, "solver_runs_cumulative": cumulative,
-            "harness_path": str(ctx.folder.harness_path), "digest": getattr(frozen, "digest", None)}
+            "harness_path": str(ctx.folder.harness_path), "digest": frozen.digest}

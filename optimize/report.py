@@ -66,6 +66,8 @@ def plot_history(trials: list[dict[str, Any]], path: Path) -> Path | None:
     if not done:
         return None
     plt = _plt()
+    from matplotlib.ticker import MaxNLocator
+
     done.sort(key=lambda t: t["number"])
     xs = [t["number"] for t in done]
     ys = [t["value"] for t in done]
@@ -77,6 +79,7 @@ def plot_history(trials: list[dict[str, Any]], path: Path) -> Path | None:
     ax.scatter(xs, ys, s=18, label="trial objective", color="tab:blue")
     ax.step(xs, best, where="post", color="tab:red", label="best so far")
     ax.set_xlabel("trial")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("acc_0.01 − penalty × LLM calls")
     ax.set_title("Stage 2 optimization history")
     ax.legend(fontsize=8)
@@ -91,6 +94,8 @@ def plot_refinement(steps: list[dict[str, Any]], start: float | None, path: Path
     if not steps or start is None:
         return None
     plt = _plt()
+    from matplotlib.ticker import MaxNLocator
+
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
     best, run = [], start
     for s in steps:
@@ -103,6 +108,7 @@ def plot_refinement(steps: list[dict[str, Any]], start: float | None, path: Path
     if xs:
         ax.scatter(xs, ys, color="tab:gray", s=18, label="child (held-out slice)")
     ax.set_xlabel("refinement step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("mean acc_0.01")
     ax.set_ylim(-0.05, 1.05)
     ax.set_title("Stage 3 reflective refinement")

@@ -16,7 +16,7 @@ prompt with the phrase), and a frozen harness from them solves unseen toy tasks.
 from __future__ import annotations
 
 import json
-import re
+import time
 from typing import Any
 
 import numpy as np
@@ -55,9 +55,8 @@ def _text(messages: list[dict[str, Any]]) -> str:
     return "\n".join(str(m.get("content") or "") for m in messages)
 
 
-def _role(messages: list[dict[str, Any]]) -> str | None:
-    match = re.search(r"You are the (Analyst|Planner|Diagnoser|Repairer|Synthesizer)\b", _text(messages))
-    return match.group(1).lower() if match else None
+def _system(messages: list[dict[str, Any]]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
 
 
 def rewrite_reply(messages: list[dict[str, Any]]) -> str:
@@ -69,55 +68,36 @@ def rewrite_reply(messages: list[dict[str, Any]]) -> str:
 
 
 def plan(good: bool) -> dict[str, Any]:
+    """A PlanOutput-shaped plan: the right hypothesis and operators, or one that cannot fit the toy."""
     if good:
-        return {"operators": GOOD_OPERATORS, "max_length": 12, "seeds": [GOOD_SEED], "features": {},
-                "rationale": "periodic in x0, quadratic in x1"}
-    return {"operators": BAD_OPERATORS, "max_length": 5, "seeds": [], "features": {},
-            "rationale": "start with a linear model"}
+        return {"rationale": "periodic in x0, quadratic in x1", "operators": GOOD_OPERATORS, "max_length": 12,
+                "hypotheses": [GOOD_SEED], "features": []}
+    return {"rationale": "start with a linear model", "operators": BAD_OPERATORS, "max_length": 5,
+            "hypotheses": [], "features": []}
 
 
-def role_reply(role: str, messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> dict[str, Any]:
-    """A JSON answer for ``role`` shaped after the requested schema's properties where possible."""
-    text = _text(messages)
-    system = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
-    good = PHRASE in system or HINT in text
-    props = set((schema or {}).get("properties", {}))
+def role_reply(role: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The toy's answer for ``role`` (the workflows.roles output schemas)."""
     if role == "analyst":
-        out: dict[str, Any] = {"findings": [HINT], "hypotheses": [GOOD_SEED], "operators": GOOD_OPERATORS,
-                               "summary": HINT}
-    elif role in ("planner", "repairer", "synthesizer"):
-        p = plan(good and role == "planner")
-        out = {"plan": p, **p}
-    else:  # diagnoser
-        out = {"issues": ["the fit misses structure"], "missing_terms": [], "summary": "the fit misses structure",
-               "accurate": False}
-    if props:
-        kept = {k: v for k, v in out.items() if k in props}
-        for key in props - set(kept):
-            kept[key] = _filler((schema or {})["properties"][key], text=HINT if role == "analyst" else "none")
-        return kept
-    return out
-
-
-def _filler(prop: dict[str, Any], text: str) -> Any:
-    kind = prop.get("type")
-    if kind == "array":
-        return []
-    if kind == "object":
-        return {}
-    if kind == "boolean":
-        return False
-    if kind in ("integer", "number"):
-        return 0
-    return text
+        return {"findings": [HINT], "operators": GOOD_OPERATORS, "hypotheses": []}
+    if role == "diagnoser":
+        return {"issues": ["the fit misses structure"], "evidence": ["residuals"], "missing_terms": []}
+    good = role == "planner" and (PHRASE in _system(messages) or HINT in _text(messages))
+    return plan(good)
 
 
 def respond(messages: list[dict[str, Any]], **request: Any) -> str:
     """Scripted-provider entry point (``llm.extra.fn: optimize.toy:respond``)."""
-    system = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+    from workflows.roles import detect_role
+
+    system = _system(messages)
     if "prompt engineer" in system or "reflection model" in system:
         return rewrite_reply(messages)
-    role = _role(messages) or "planner"
-    fmt = request.get("response_format") or {}
-    schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else fmt.get("schema")
-    return json.dumps(role_reply(role, messages, schema))
+    role = detect_role(messages, request.get("response_format")) or "planner"
+    return json.dumps(role_reply(role, messages))
+
+
+def respond_slow(messages: list[dict[str, Any]], **request: Any) -> str:
+    """``respond`` after a short sleep, so a test can kill a run between trials."""
+    time.sleep(0.2)
+    return respond(messages, **request)

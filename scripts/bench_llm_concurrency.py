@@ -31,7 +31,9 @@ def start_server(delay: float) -> ThreadingHTTPServer:
                     "object": "chat.completion",
                     "created": 0,
                     "model": body.get("model", "bench"),
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                    ],
                     "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
                 }
             ).encode()

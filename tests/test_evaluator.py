@@ -111,6 +111,19 @@ def test_fit_is_deterministic_and_warning_free() -> None:
     np.testing.assert_array_equal(a.params, b.params)
 
 
+def test_fallback_when_least_squares_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.evaluator as evaluator
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise np.linalg.LinAlgError("SVD did not converge")
+
+    monkeypatch.setattr(evaluator, "least_squares", broken)
+    X = _data()
+    res = fit(parse_expression("c0*x + c1", ["x"]), X, 3.0 * X[:, 0] - 1.0)
+    assert res.status == "ok" and "LinAlgError" in res.message
+    np.testing.assert_allclose(res.params, [3.0, -1.0], rtol=1e-5)
+
+
 def test_no_params_and_score() -> None:
     X = _data()
     y = X[:, 0] ** 2

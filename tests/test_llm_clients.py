@@ -5,7 +5,6 @@ OpenAI-compatible server."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -158,7 +157,10 @@ def test_call_with_retries_backoff_grows_with_jitter() -> None:
 
 
 def test_500_then_200_is_retried() -> None:
-    with FakeServer(lambda body, i: (500, {"error": {"message": "overloaded"}}, 0) if i == 0 else (200, completion("ok"), 0)) as srv:
+    def handler(body: dict, i: int) -> Reply:
+        return (500, {"error": {"message": "overloaded"}}, 0) if i == 0 else (200, completion("ok"), 0)
+
+    with FakeServer(handler) as srv:
         client = client_for(srv.base_url)
         [response] = client.complete(USER)
     assert response.text == "ok" and response.finish_reason == "stop"
@@ -453,7 +455,8 @@ def _fake_vllm(monkeypatch: pytest.MonkeyPatch, *, new_api: bool) -> dict:
                 structured = sp.kwargs.get("structured_outputs") or sp.kwargs.get("guided_decoding")
                 schema = structured.kwargs.get("json") if structured else None
                 if schema and "anyOf" not in schema and schema.get("properties", {}).get("tool"):
-                    text = json.dumps({"tool": schema["properties"]["tool"]["enum"][0], "arguments": {"expression": "x"}})
+                    name = schema["properties"]["tool"]["enum"][0]
+                    text = json.dumps({"tool": name, "arguments": {"expression": "x"}})
                 else:
                     text = conv[-1]["content"]
                 outs = [types.SimpleNamespace(text=text, token_ids=[1, 2], finish_reason="stop")
@@ -547,16 +550,25 @@ def test_local_model_structured_json_and_tool_call(local_llm) -> None:
     [r] = local_llm.complete([{"role": "user", "content": "Fit x squared."}], tools=[FIT_TOOL])
     assert r.tool_calls and r.tool_calls[0].name == "fit_expression", (r.text, r.meta)
     assert isinstance(r.tool_calls[0].arguments.get("expression"), str)
+    # the deadline stops generation (same cached model: same path, n_ctx, n_threads)
+    hurried = make_llm({"provider": "local", "max_tokens": 500, "temperature": 0.9, "timeout_s": 1.0})
+    start = time.perf_counter()
+    [t] = hurried.complete([{"role": "user", "content": "Write a very long story about a dragon."}])
+    assert t.finish_reason == "timeout" and time.perf_counter() - start < 3.0
 
 
-def _start_llama_server(gguf: str, port: int, *extra: str) -> subprocess.Popen:
+def _start_llama_server(gguf: str, port: int, log_path: str) -> subprocess.Popen:
+    """``python -m llama_cpp.server`` with the default chat format: its handler turns a *named* ``tool_choice``
+    into a grammar-constrained call, so no ``--chat_format chatml-function-calling`` is needed."""
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--n_threads", "1",
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"]
+    with open(log_path, "wb") as log:  # a file, not a pipe: the loader's chatter would fill a pipe and block
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"llama_cpp.server exited: {proc.stderr.read().decode()[-2000:]}")
+            with open(log_path, errors="replace") as log:
+                raise RuntimeError(f"llama_cpp.server exited: {log.read()[-2000:]}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1) as resp:
                 if resp.status == 200:
@@ -568,11 +580,11 @@ def _start_llama_server(gguf: str, port: int, *extra: str) -> subprocess.Popen:
 
 
 @pytest.fixture(scope="module")
-def llama_server():
+def llama_server(tmp_path_factory: pytest.TempPathFactory):
     gguf = _gguf_path()
     pytest.importorskip("uvicorn")
     port = free_port()
-    proc = _start_llama_server(gguf, port)
+    proc = _start_llama_server(gguf, port, str(tmp_path_factory.mktemp("llama_server") / "server.log"))
     yield proc, f"http://127.0.0.1:{port}/v1"
     if proc.poll() is None:
         proc.terminate()

@@ -222,7 +222,8 @@ def test_tool_call_schema_is_an_anyof_over_tools() -> None:
 
 def test_prepare_and_messages_as_text() -> None:
     parser = make_parser("tagged")
-    msgs, kwargs = parser.prepare([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], [FIT_TOOL])
+    history = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    msgs, kwargs = parser.prepare(history, [FIT_TOOL])
     assert msgs[0]["content"].startswith("Be brief.") and "<tools>" in msgs[0]["content"] and kwargs == {}
     assert add_system_text([{"role": "user", "content": "hi"}], "S")[0] == {"role": "system", "content": "S"}
     history = [

@@ -11,6 +11,7 @@ An SR run that follows a plan already paid for ignores the LLM budget (the plan 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -101,10 +102,19 @@ class _Branch:
         return select_best(self.candidates)
 
 
+_LONG_NUMBER = re.compile(r"(?<![\w.])\d+\.\d{5,}(?:[eE][-+]?\d+)?")
+
+
+def short_equation(equation: str, limit: int = 200) -> str:
+    """The equation with constants rounded to 4 significant digits (prompts need the form, not the digits)."""
+    text = _LONG_NUMBER.sub(lambda m: f"{float(m.group(0)):.4g}", equation)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _describe(cand: Candidate | None) -> str:
     if cand is None:
         return "no usable equation"
-    eq = cand.equation if len(cand.equation) <= 200 else cand.equation[:197] + "..."
+    eq = short_equation(cand.equation)
     return f"{eq}  [valid NMSE {cand.metric('valid'):.3g}, train NMSE {cand.metric('train'):.3g}, complexity {cand.complexity}]"
 
 
@@ -329,9 +339,9 @@ class _WorkflowRun:
             who = " (this branch)" if br is viewer else ""
             plan = br.plan.summary(200) if br.plan else "no plan"
             lines.append(f"{br.label}{who}: plan {plan}; best {_describe(br.best())}")
-        top = self.state.top(3)
+        top = list(dict.fromkeys(_describe(c) for c in self.state.top(6)))[:3]
         if top:
-            lines.append("Overall best: " + " | ".join(_describe(c) for c in top))
+            lines.append("Overall best: " + " | ".join(top))
         return "\n".join(lines)
 
     # -- phases ---------------------------------------------------------------------------------------------

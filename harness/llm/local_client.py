@@ -117,10 +117,27 @@ def load_llama(path: str, n_ctx: int, n_threads: int) -> tuple[Any, threading.Lo
                 llama = Llama(
                     model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, verbose=False
                 )
+                trained = _trained_context(llama)
+                if trained and n_ctx > trained:  # beyond the trained window output degrades: clamp
+                    llama.close()
+                    llama = Llama(
+                        model_path=path, n_ctx=trained, n_threads=n_threads, n_threads_batch=n_threads, verbose=False
+                    )
             except Exception as exc:  # noqa: BLE001 - llama.cpp raises plain ValueError/RuntimeError
                 raise LLMError(f"local model: could not load {path}: {type(exc).__name__}: {exc}") from exc
             _CACHE[key] = (llama, threading.Lock())
         return _CACHE[key]
+
+
+def _trained_context(llama: Any) -> int | None:
+    """The model's trained context length from the GGUF metadata (``<arch>.context_length``), if present."""
+    for key, value in (getattr(llama, "metadata", None) or {}).items():
+        if key.endswith(".context_length"):
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
 
 
 def clear_cache() -> None:
@@ -150,6 +167,13 @@ class LocalLlamaClient(LLMClient):
     def description(self) -> str:
         name = os.path.basename(self.model_path) if self.model_path else DEFAULT_GGUF
         return f"local llama.cpp model {name}"
+
+    def complete_many(
+        self, requests: list[dict[str, Any]], max_workers: int = 8, *, raise_errors: bool = False
+    ) -> list[list[LLMResponse]]:
+        """Sequential: one in-process model serves one request at a time, threads would only queue on its lock
+        (and could run into the lock's timeout)."""
+        return super().complete_many(requests, max_workers=1, raise_errors=raise_errors)
 
     def _model(self) -> tuple[Any, threading.Lock]:
         if self.model_path is None:
@@ -187,7 +211,7 @@ class LocalLlamaClient(LLMClient):
             if isinstance(tool_choice, dict):
                 wanted = tool_choice.get("function", {}).get("name")
                 tools = [t for t in tools if t["function"]["name"] == wanted] or tools
-            msgs = add_system_text(msgs, JSONToolParser().format_tools(tools)["system"])
+            msgs = add_system_text(msgs, JSONToolParser(constrain=True).format_tools(tools)["system"])
             schema = tool_call_schema(tools)
         else:
             schema = schema_from_response_format(response_format)

@@ -95,7 +95,8 @@ class VLLMClient(LLMClient):
 
     def engine(self) -> Any:
         if self._engine is None:
-            engine_kwargs = {"model": self.model, "seed": self.config.seed, **self.config.extra.get("engine_kwargs", {})}
+            engine_kwargs = {"model": self.model, "seed": self.config.seed}
+            engine_kwargs.update(self.config.extra.get("engine_kwargs", {}))
             try:
                 self._engine = self._vllm.LLM(**engine_kwargs)
             except Exception as exc:  # noqa: BLE001 - report any engine start failure the same way
@@ -156,7 +157,7 @@ class VLLMClient(LLMClient):
                 tools = [t for t in tools if t["function"]["name"] == wanted] or tools
             if self.tool_mode == "template":
                 return _Prepared(list(messages), self.sampling_params(**common), tools, "tagged")
-            system = JSONToolParser().format_tools(tools)["system"]
+            system = JSONToolParser(constrain=True).format_tools(tools)["system"]
             msgs = add_system_text(messages_as_text(messages, style="json"), system)
             return _Prepared(msgs, self.sampling_params(**common, schema=tool_call_schema(tools)), None, "json")
         schema = schema_from_response_format(response_format)

@@ -1,0 +1,462 @@
+"""The frozen harness: one JSON file holding everything a solve needs, and the solve itself.
+
+Why a content digest: the file is the unit that is trained once and reused everywhere, so an edited prompt or
+workflow must not silently pass as the trained one. ``load`` refuses a file whose digest does not match or whose
+schema version this code does not read. LLM settings are stored (they change results), API keys never are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from workflows.params import SRSettings, WorkflowParams
+
+SCHEMA_VERSION = 1
+DEFAULT_HARNESS_FILE = Path(__file__).resolve().parent / "data" / "default_harness.json"
+DEFAULT_WORKFLOW = (0, 1, 1, 0, 0)
+BACKENDS = ("operon", "pysr", "llm", "hybrid", "auto")
+LLM_SETTINGS = ("provider", "model", "temperature", "max_tokens")
+
+_SECRET_KEY = re.compile(
+    r"^(.*[_-])?(api[_-]?key|apikey|secret|secret[_-]?key|password|passwd|token|access[_-]?token|auth[_-]?token|"
+    r"bearer|authorization|credentials?|private[_-]?key)$",
+    re.IGNORECASE,
+)
+_SECRET_VALUE = re.compile(
+    r"(sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}|xox[abpr]-[A-Za-z0-9-]{10,}"
+    r"|AIza[0-9A-Za-z_-]{30,}|Bearer\s+[A-Za-z0-9._-]{16,})"
+)
+
+
+class ArtifactError(ValueError):
+    """A harness file that cannot be used: unreadable, wrong schema version, invalid, or modified after saving."""
+
+
+def _json_safe(obj: Any) -> Any:
+    """Plain JSON values only (non-finite floats as strings), so the digest is well defined."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else str(obj)
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return _json_safe(obj.item())
+    if isinstance(obj, np.ndarray):
+        return _json_safe(obj.tolist())
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
+    if isinstance(obj, BaseModel):
+        return _json_safe(obj.model_dump(mode="json"))
+    return str(obj)
+
+
+def find_secrets(obj: Any, where: str = "") -> list[str]:
+    """Paths of entries that look like credentials (by key name or by value shape)."""
+    found: list[str] = []
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            path = f"{where}.{key}" if where else str(key)
+            if _SECRET_KEY.match(str(key)) and value not in (None, "", False):
+                found.append(path)
+            else:
+                found += find_secrets(value, path)
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            found += find_secrets(value, f"{where}[{i}]")
+    elif isinstance(obj, str) and _SECRET_VALUE.search(obj):
+        found.append(where or "value")
+    return found
+
+
+def code_version() -> dict[str, str | None]:
+    """Package version and ``git describe`` of the source tree (when it is a git checkout)."""
+    try:
+        from importlib.metadata import version
+
+        package = version("harness-sr")
+    except Exception:
+        package = None
+    git = None
+    try:
+        root = Path(__file__).resolve().parent.parent
+        out = subprocess.run(["git", "describe", "--always", "--dirty", "--tags"], cwd=root, capture_output=True,
+                             text=True, timeout=5)
+        git = out.stdout.strip() or None if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"package": package, "git": git}
+
+
+def llm_settings(config: Any) -> dict[str, Any]:
+    """The LLM settings that change results (provider, model, temperature, max tokens) from a config or dict."""
+    data = config.model_dump() if isinstance(config, BaseModel) else dict(config or {})
+    return {k: data[k] for k in LLM_SETTINGS if data.get(k) is not None}
+
+
+class FrozenHarness(BaseModel):
+    """Role prompts + workflow parameters + SR settings + LLM settings + provenance, sealed by a digest."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    prompts: dict[str, str]
+    workflow: WorkflowParams
+    backend: str = "operon"
+    sr_settings: dict[str, Any] = Field(default_factory=dict)
+    llm: dict[str, Any] = Field(default_factory=dict)
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    digest: str = ""
+
+    # -- validation -----------------------------------------------------------------------------------------
+    @field_validator("schema_version")
+    @classmethod
+    def _version(cls, v: int) -> int:
+        if v != SCHEMA_VERSION:
+            raise ValueError(f"schema_version {v} is not supported (this code reads version {SCHEMA_VERSION})")
+        return v
+
+    @field_validator("workflow", mode="before")
+    @classmethod
+    def _workflow(cls, v: Any) -> Any:
+        return WorkflowParams.from_tuple(v) if isinstance(v, (list, tuple)) else v
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, v: str) -> str:
+        if v not in BACKENDS:
+            raise ValueError(f"unknown SR backend {v!r}; choose one of {', '.join(BACKENDS)}")
+        return v
+
+    @field_validator("sr_settings")
+    @classmethod
+    def _sr_settings(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """Stored in full (defaults written out), so a later change of defaults cannot change a frozen harness."""
+        return SRSettings.coerce(v).model_dump(mode="json")
+
+    @field_validator("llm", "provenance", mode="before")
+    @classmethod
+    def _plain(cls, v: Any) -> Any:
+        return _json_safe(v)
+
+    @model_validator(mode="after")
+    def _check(self) -> "FrozenHarness":
+        from workflows.roles import ROLE_NAMES
+
+        unknown = sorted(set(self.prompts) - set(ROLE_NAMES))
+        if unknown:
+            raise ValueError(f"prompts for unknown role(s) {unknown}; roles are {', '.join(ROLE_NAMES)}")
+        missing = [r for r in self.workflow.roles_used() if not (self.prompts.get(r) or "").strip()]
+        if missing:
+            raise ValueError(f"the workflow uses role(s) {missing} but has no prompt for them")
+        secrets = find_secrets({"llm": self.llm, "sr_settings": self.sr_settings, "provenance": self.provenance})
+        if secrets:
+            raise ValueError(f"refusing to store what looks like a credential at {', '.join(secrets)}; "
+                             "keep API keys in the environment (LLMConfig.api_key_env)")
+        if not self.digest:
+            object.__setattr__(self, "digest", self.compute_digest())
+        return self
+
+    # -- digest and files -----------------------------------------------------------------------------------
+    def content(self) -> dict[str, Any]:
+        """Everything but the digest, as plain JSON."""
+        return _json_safe(self.model_dump(mode="json", exclude={"digest"}))
+
+    def compute_digest(self) -> str:
+        blob = json.dumps(self.content(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def to_json(self) -> str:
+        data = {**self.content(), "digest": self.compute_digest()}
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write atomically (temporary file + rename), so a reader never sees half a harness."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(self.to_json())
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        return path
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "harness") -> "FrozenHarness":
+        """Validate a loaded mapping: schema version first, then fields, then the digest."""
+        if not isinstance(data, dict):
+            raise ArtifactError(f"{source}: expected a JSON object, got {type(data).__name__}")
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ArtifactError(f"{source}: schema_version {version!r} is not supported; this code reads "
+                                f"version {SCHEMA_VERSION} (re-export the harness with a matching code version)")
+        stored = data.get("digest")
+        if not stored:
+            raise ArtifactError(f"{source}: no digest; the file was not written by FrozenHarness.save")
+        try:
+            harness = cls.model_validate(data)
+        except ValidationError as exc:
+            raise ArtifactError(f"{source}: invalid harness: {exc}") from None
+        actual = harness.compute_digest()
+        if actual != stored:
+            raise ArtifactError(f"{source}: digest mismatch (stored {stored[:19]}..., content {actual[:19]}...): "
+                                "the file was modified after it was saved; refusing to use it")
+        return harness
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "FrozenHarness":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ArtifactError(f"{path}: no such harness file") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ArtifactError(f"{path}: not a readable JSON file ({exc})") from None
+        return cls.from_dict(data, str(path))
+
+    @classmethod
+    def resolve(cls, spec: "FrozenHarness | str | os.PathLike | None") -> "FrozenHarness":
+        """``default`` (or None), a path, or a harness: what ``harness=...`` means in configs and the regressor."""
+        if isinstance(spec, FrozenHarness):
+            return spec
+        if spec is None or str(spec) == "default":
+            return cls.default()
+        return cls.load(spec)
+
+    # -- construction ---------------------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        prompts: dict[str, str],
+        workflow: WorkflowParams | tuple[int, ...],
+        *,
+        backend: str = "operon",
+        sr_settings: dict[str, Any] | None = None,
+        llm: Any = None,
+        provenance: dict[str, Any] | None = None,
+    ) -> "FrozenHarness":
+        """A new harness; ``llm`` may be an LLMConfig or dict (only the settings that matter are kept) and the
+        code version is added to the provenance."""
+        prov = dict(provenance or {})
+        prov.setdefault("code_version", code_version())
+        return cls(prompts=dict(prompts), workflow=workflow, backend=backend, sr_settings=dict(sr_settings or {}),
+                   llm=llm_settings(llm), provenance=prov)
+
+    @classmethod
+    def build_default(cls) -> "FrozenHarness":
+        """Our prompts (prompts/*.md) with w = (0, 1, 1, 0, 0) and Operon: the untrained baseline."""
+        from workflows.roles import default_prompts
+
+        return cls.create(
+            default_prompts(), DEFAULT_WORKFLOW, backend="operon",
+            llm={"provider": "local", "temperature": 0.7, "max_tokens": 512},
+            provenance={"source": "default prompts (prompts/*.md), not trained", "training_tasks": [],
+                        "scores": {}, "solver_executions": 0, "seeds": []},
+        )
+
+    @classmethod
+    def default(cls) -> "FrozenHarness":
+        """The shipped ``harness/data/default_harness.json``; built from prompts/ when the file is missing."""
+        if DEFAULT_HARNESS_FILE.is_file():
+            return cls.load(DEFAULT_HARNESS_FILE)
+        return cls.build_default()
+
+    # -- solving --------------------------------------------------------------------------------------------
+    def llm_config(self, override: Any = None) -> Any:
+        """The LLMConfig to solve with: the harness's settings, overridden by ``override`` (dict or LLMConfig)."""
+        from harness.llm.config import LLMConfig
+
+        data = dict(self.llm)
+        if isinstance(override, LLMConfig):
+            data.update(override.model_dump(exclude_unset=True))
+        elif override:
+            data.update({k: v for k, v in dict(override).items() if v is not None})
+        data = {k: v for k, v in data.items() if k in LLMConfig.model_fields and v is not None}
+        config = LLMConfig.model_validate(data)
+        if config.provider == "scripted":  # the test double needs a function: ours by default, or "module:fn"
+            fn = config.extra.get("fn")
+            if fn is None and config.extra.get("responses") is None:
+                from workflows.roles import scripted_role_output
+
+                fn = scripted_role_output
+            elif isinstance(fn, str):
+                fn = _import_function(fn)
+            if fn is not None:
+                config = config.model_copy(update={"extra": {**config.extra, "fn": fn}})
+        return config
+
+    def solve(
+        self,
+        task: Any,
+        *,
+        llm: Any = None,
+        llm_config: Any = None,
+        backend: str | None = None,
+        budget: Any = None,
+        run_dir: str | os.PathLike | None = None,
+        seed: int = 0,
+        sr_settings: dict[str, Any] | None = None,
+        max_workers: int | None = None,
+        on_node: Any = None,
+    ) -> "Solution":
+        """Run this harness's workflow on ``task`` and return the selected equation.
+
+        ``llm``: a client (used as is), or an LLMConfig/dict (like ``llm_config``); by default a client is built
+        from the harness's LLM settings. ``sr_settings`` overrides single SR settings (e.g. a shorter time).
+        """
+        from harness.llm.base import LLMClient
+        from harness.llm.config import make_llm
+        from workflows.runner import run_workflow
+
+        if llm is not None and not isinstance(llm, LLMClient) and hasattr(llm, "complete"):
+            client, owned = llm, False  # duck-typed client
+        elif isinstance(llm, LLMClient):
+            client, owned = llm, False
+        else:
+            client, owned = make_llm(self.llm_config(llm if llm is not None else llm_config)), True
+        settings = {**self.sr_settings, **(sr_settings or {})}
+        try:
+            result = run_workflow(task, self.workflow, self.prompts, client, backend=backend or self.backend,
+                                  sr_settings=settings, budget=budget, seed=seed, run_dir=run_dir,
+                                  max_workers=max_workers, on_node=on_node)
+        finally:
+            if owned:
+                client.close()
+        solution = Solution.from_result(result, task, harness_digest=self.digest)
+        if result.run_dir is not None:
+            solution.write_result(result.run_dir / "result.json", result.state.result() if result.state else {})
+        return solution
+
+
+def _import_function(spec: str) -> Any:
+    """``"package.module:function"`` -> the function (how configs name a scripted model)."""
+    import importlib
+
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"llm.extra.fn must look like 'package.module:function', got {spec!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+# -- solutions --------------------------------------------------------------------------------------------------
+def front_frame(candidates: list[Any], variables: list[str]) -> Any:
+    """Pareto front as a PySR-style DataFrame: complexity, loss (valid NMSE), score, equation, sympy_format."""
+    import pandas as pd
+
+    from harness.expression import parse_expression
+
+    rows = []
+    prev: tuple[float, int] | None = None
+    for cand in sorted(candidates, key=lambda c: c.complexity):
+        loss = cand.metric("valid", "nmse")
+        if prev is None or not (loss > 0 and prev[0] > 0) or cand.complexity == prev[1]:
+            score = 0.0
+        else:
+            score = -(math.log(loss) - math.log(prev[0])) / (cand.complexity - prev[1])
+        prev = (loss, cand.complexity)
+        try:
+            sym = parse_expression(cand.equation, variables).sympy
+        except ValueError:
+            sym = None
+        rows.append({"complexity": cand.complexity, "loss": loss, "score": score, "equation": cand.equation,
+                     "sympy_format": sym})
+    return pd.DataFrame(rows, columns=["complexity", "loss", "score", "equation", "sympy_format"])
+
+
+@dataclass
+class Solution:
+    """The selected equation of a solve, with its metrics per split and what the solve cost."""
+
+    equation: str | None
+    sympy: Any
+    latex: str | None
+    parameters: dict[str, float]
+    metrics: dict[str, dict[str, float]]
+    front: Any  # pandas DataFrame
+    input_names: list[str]
+    complexity: int | None = None
+    skeleton: str | None = None
+    run_dir: Path | None = None
+    llm_calls: int = 0
+    solver_runs: int = 0
+    seconds: float = 0.0
+    status: str = ""
+    errors: list[str] = field(default_factory=list)
+    candidate: Any = None
+    harness_digest: str | None = None
+
+    @classmethod
+    def from_result(cls, result: Any, task: Any, harness_digest: str | None = None) -> "Solution":
+        from harness.expression import parse_expression
+
+        names = list(task.input_names)
+        best = result.best
+        sym = latex = None
+        if best is not None:
+            expr = parse_expression(best.equation, names)
+            sym, latex = expr.sympy, expr.latex()
+        return cls(
+            equation=best.equation if best else None, sympy=sym, latex=latex,
+            parameters={f"c{i}": float(p) for i, p in enumerate(best.params)} if best else {},
+            metrics=dict(best.metrics) if best else {}, front=front_frame(result.front, names), input_names=names,
+            complexity=best.complexity if best else None, skeleton=best.expression if best else None,
+            run_dir=result.run_dir, llm_calls=result.llm_calls, solver_runs=result.solver_runs,
+            seconds=result.seconds, status=result.status, errors=list(result.errors), candidate=best,
+            harness_digest=harness_digest,
+        )
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Evaluate the selected equation on rows of X (columns in ``input_names`` order)."""
+        if self.equation is None:
+            raise RuntimeError("the solve found no usable equation")
+        from harness.expression import parse_expression
+
+        return parse_expression(self.equation, self.input_names)(np.asarray(X, dtype=float))
+
+    def to_record(self) -> dict[str, Any]:
+        front = []
+        for row in self.front.to_dict("records") if self.front is not None else []:
+            front.append({**row, "sympy_format": str(row["sympy_format"]) if row["sympy_format"] is not None else None})
+        return {
+            "expression": self.equation,
+            "latex": self.latex,
+            "skeleton": self.skeleton,
+            "parameters": self.parameters,
+            "complexity": self.complexity,
+            "input_names": self.input_names,
+            "metrics": self.metrics,
+            "pareto_front": front,
+            "llm_calls": self.llm_calls,
+            "solver_runs": self.solver_runs,
+            "seconds": round(self.seconds, 3),
+            "status": self.status,
+            "errors": self.errors[:50],
+            "harness_digest": self.harness_digest,
+        }
+
+    def write_result(self, path: Path, base: dict[str, Any] | None = None) -> None:
+        """result.json: the run state's record plus the selected expression, metrics and Pareto front."""
+        from harness.state import write_json_atomic
+
+        write_json_atomic(Path(path), {**(base or {}), **self.to_record()})
+
+    def __repr__(self) -> str:
+        test = self.metrics.get("test_id", {}).get("nmse")
+        extra = f", test_id nmse={test:.3g}" if test is not None else ""
+        return f"Solution({self.equation!r}, status={self.status!r}{extra})"

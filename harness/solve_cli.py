@@ -1,0 +1,157 @@
+"""``python -m harness solve``: solve one task with a frozen harness, show progress, write the run folder.
+
+The command body lives here (harness/cli.py registers it), next to the plots it writes: predicted vs true on
+the in-distribution and out-of-distribution test data, and the Pareto front.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+SHOWN_METRICS = ("nmse", "r2", "acc_0.1", "acc_0.01", "acc_0.001")
+SPLIT_ORDER = ("train", "valid", "test_id", "test_ood")
+
+
+def _non_null(section: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in section.items() if v is not None}
+
+
+def _backend_name(value: Any) -> str | None:
+    """``backend`` is either a group entry (``{name: ..., ...}``) or a plain name; null keeps the harness's."""
+    if value is None:
+        return None
+    if isinstance(value, (dict, DictConfig)):
+        return value.get("name")
+    return str(value)
+
+
+def solve_command(cfg: DictConfig) -> int:
+    """Load the harness and the data, solve, print the equation and metrics, write result.json and plots."""
+    from rich.console import Console
+
+    from harness.artifact import ArtifactError, FrozenHarness
+    from harness.cli import load_task, plain, run_dir_of
+    from harness.context import Budget
+    from harness.task import TaskError
+    from workflows.params import expected_llm_calls, expected_solver_runs
+
+    console = Console()
+    run_dir = run_dir_of(cfg)
+    try:
+        harness = FrozenHarness.resolve(str(cfg.harness))
+        task = load_task(str(cfg.data), cfg.get("target"), cfg.get("name"))
+        budget = Budget(**_non_null(plain(cfg, "budget")))
+        llm_override = _non_null(plain(cfg, "llm"))
+        llm_config = harness.llm_config(llm_override)
+    except (ArtifactError, TaskError, OSError, ValueError, TypeError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+    backend = _backend_name(cfg.get("backend")) or harness.backend
+    w = harness.workflow
+    console.print(f"[bold]harness[/] {cfg.harness} ({harness.digest[:19]}...), workflow {w.as_tuple()}, "
+                  f"backend {backend}, LLM {llm_config.provider}" + (f"/{llm_config.model}" if llm_config.model else ""))
+    console.print(f"[bold]task[/] {task!r}\n[bold]run folder[/] {run_dir}")
+    totals = (expected_llm_calls(w), expected_solver_runs(w))
+
+    with console.status("solving ...") as status:
+        def on_node(node: Any) -> None:
+            used = node.budget or {}
+            status.update(f"solving: {used.get('llm_calls', 0)}/{totals[0]} role calls, "
+                          f"{used.get('solver_runs', 0)}/{totals[1]} SR runs, {used.get('seconds', 0):.0f}s")
+            console.print(_node_line(node))
+
+        solution = harness.solve(
+            task, llm=llm_config, backend=backend, budget=budget, run_dir=run_dir, seed=int(cfg.seed),
+            sr_settings=_non_null(plain(cfg, "sr")), max_workers=cfg.get("max_workers"), on_node=on_node,
+        )
+    _print_solution(console, solution)
+    if solution.equation is not None:
+        try:
+            write_plots(run_dir, task, solution)
+        except Exception as exc:  # plots are a convenience; result.json is already written
+            console.print(f"[yellow]plots not written:[/] {type(exc).__name__}: {exc}")
+    console.print(f"run folder: {run_dir}")
+    return 0 if solution.equation is not None else 1
+
+
+def _node_line(node: Any) -> str:
+    where = node.branch or "-"
+    text = f"[cyan]{node.kind}[/] [dim]{where}[/]"
+    if node.candidates:
+        best = min(node.candidates, key=lambda c: c["metrics"].get("valid", {}).get("nmse", float("inf")))
+        nmse = best["metrics"].get("valid", {}).get("nmse", float("inf"))
+        text += f" {len(node.candidates)} candidates, best valid nmse {nmse:.3g}"
+    if node.error:
+        text += f" [red]{str(node.error)[:120]}[/]"
+    return text
+
+
+def _print_solution(console: Any, solution: Any) -> None:
+    from rich.table import Table
+
+    status = solution.status + (f" ({'; '.join(solution.errors[:2])})" if solution.errors else "")
+    console.print(f"[bold]status[/] {status}")
+    if solution.equation is None:
+        console.print("[yellow]no usable equation found[/]")
+        return
+    console.print(f"[bold green]equation[/] {solution.equation}   (complexity {solution.complexity})")
+    table = Table(title="metrics of the selected equation")
+    table.add_column("split")
+    for col in SHOWN_METRICS:
+        table.add_column(col, justify="right")
+    for split in SPLIT_ORDER:
+        if split in solution.metrics:
+            m = solution.metrics[split]
+            table.add_row(split, *(f"{float(m.get(c, float('nan'))):.4g}" for c in SHOWN_METRICS))
+    console.print(table)
+    console.print(f"{solution.llm_calls} role calls, {solution.solver_runs} SR runs, {solution.seconds:.1f}s")
+
+
+# -- plots ------------------------------------------------------------------------------------------------------
+def write_plots(run_dir: Path, task: Any, solution: Any) -> list[Path]:
+    """pred_vs_true_id.png (test_id, else train), pred_vs_true_ood.png (when OOD data exists), pareto_front.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    written = []
+    id_split, id_label = (task.test_id, "test_id") if task.test_id is not None else (task.train, "train")
+    for split, label, name in ((id_split, id_label, "pred_vs_true_id.png"), (task.test_ood, "test_ood", "pred_vs_true_ood.png")):
+        if split is None:
+            continue
+        pred = solution.predict(split.X)
+        fig, ax = plt.subplots(figsize=(4.5, 4.5))
+        ok = np.isfinite(pred)
+        ax.scatter(split.y[ok], pred[ok], s=8, alpha=0.7)
+        lo, hi = float(np.min(split.y)), float(np.max(split.y))
+        ax.plot([lo, hi], [lo, hi], "k--", lw=1)
+        nmse = solution.metrics.get(label, {}).get("nmse")
+        ax.set_title(f"{task.name}: {label}" + (f" (NMSE {nmse:.3g})" if nmse is not None else ""), fontsize=9)
+        ax.set_xlabel(f"true {task.target_name}")
+        ax.set_ylabel(f"predicted {task.target_name}")
+        fig.tight_layout()
+        fig.savefig(run_dir / name, dpi=110)
+        plt.close(fig)
+        written.append(run_dir / name)
+    front = solution.front
+    fig, ax = plt.subplots(figsize=(5, 4))
+    if front is not None and len(front):
+        ax.step(front["complexity"], front["loss"], where="post", marker="o")
+        ax.set_yscale("log")
+        if solution.complexity is not None:
+            ax.axvline(solution.complexity, color="g", ls=":", label="selected")
+            ax.legend()
+    ax.set_xlabel("complexity")
+    ax.set_ylabel("validation NMSE")
+    ax.set_title(f"Pareto front ({task.name})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(run_dir / "pareto_front.png", dpi=110)
+    plt.close(fig)
+    written.append(run_dir / "pareto_front.png")
+    return written
