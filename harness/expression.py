@@ -17,6 +17,14 @@ Conventions
   binary operators they are written as (``x - y`` and ``x / y`` are 3, not sympy's
   ``Add(x, Mul(-1, y))``), ``-x`` is 2 (negation), ``sqrt(x)`` is 2 and ``1/x`` is 3.
 * Symbols are real (``real=True``) so that simplification is valid for real data.
+* Constants: literals must be finite with ``|value| <= 1e15``; every constant subtree must be a
+  finite float64, and functions of constants other than small exact ones (``exp(1)``,
+  ``sqrt(2)``) are folded to floats while parsing, so sympy never evaluates something like
+  ``sin(exp(exp(100)))`` exactly (which would hang).
+* Compilation: the sympy tree is turned into straight-line numpy code by a small generator
+  (every distinct subtree computed once; ``sympy.lambdify`` is the fallback) and cached on the
+  object, as is the Jacobian compiled from ``sympy.diff``.  Calls run under
+  ``np.errstate(all="ignore")``: overflow and invalid values give inf/nan quietly.
 """
 
 from __future__ import annotations

@@ -84,6 +84,9 @@ def _bound(node: Any, max_string: int, max_items: int) -> Any:
         node["maxLength"] = max(max_string, int(node.get("minLength", 0)))
     if "array" in types and "maxItems" not in node:
         node["maxItems"] = max(max_items, int(node.get("minItems", 0)))
+    if "object" in types and isinstance(node.get("properties"), dict) and "additionalProperties" not in node:
+        # An open object lets a small model invent keys forever; close it where its keys are declared.
+        node["additionalProperties"] = False
     for key in _SUBSCHEMA_LISTS:
         if isinstance(node.get(key), list):
             node[key] = [_bound(s, max_string, max_items) for s in node[key]]

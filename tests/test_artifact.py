@@ -1,0 +1,155 @@
+"""Frozen harness: default, round trip, tamper and version checks, no secrets, solve."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+import benchmarks
+from harness.artifact import DEFAULT_HARNESS_FILE, SCHEMA_VERSION, ArtifactError, FrozenHarness, find_secrets
+from harness.llm.config import LLMConfig
+from workflows.params import WorkflowParams, expected_llm_calls, expected_solver_runs
+from workflows.roles import ROLE_NAMES, default_prompts
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15}
+
+
+def test_default_is_our_prompts_and_baseline_workflow() -> None:
+    h = FrozenHarness.default()
+    assert h.workflow.as_tuple() == (0, 1, 1, 0, 0)
+    assert h.backend == "operon" and h.schema_version == SCHEMA_VERSION
+    assert h.prompts == default_prompts() and set(h.prompts) == set(ROLE_NAMES)
+    assert h.digest.startswith("sha256:") and h.digest == h.compute_digest()
+    assert FrozenHarness.resolve("default") == h and FrozenHarness.resolve(None) == h
+
+
+def test_shipped_default_matches_prompts_folder() -> None:
+    """harness/data/default_harness.json is regenerated from prompts/ (scripts/make_default_harness.py)."""
+    assert DEFAULT_HARNESS_FILE.is_file()
+    rc = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_default_harness.py"), "--check"],
+                        capture_output=True, text=True, cwd=ROOT)
+    assert rc.returncode == 0, rc.stdout + rc.stderr
+    built = FrozenHarness.build_default()
+    assert built.prompts == FrozenHarness.default().prompts
+
+
+def test_round_trip_is_exact_and_atomic(tmp_path: Path) -> None:
+    h = FrozenHarness.create(default_prompts(), (1, 3, 2, 1, 1), sr_settings={"time_budget": 3},
+                             llm={"provider": "openai", "model": "qwen", "temperature": 0.2, "max_tokens": 300},
+                             provenance={"training_tasks": ["a", "b"], "scores": {"stage2": 0.5, "bad": float("nan")},
+                                         "solver_executions": 42, "seeds": [0, 1]})
+    path = h.save(tmp_path / "sub" / "harness.json")
+    assert [p.name for p in path.parent.iterdir()] == ["harness.json"]  # no temporary file left
+    loaded = FrozenHarness.load(path)
+    assert loaded == h and loaded.digest == h.digest
+    assert loaded.workflow == WorkflowParams.from_tuple((1, 3, 2, 1, 1))
+    assert loaded.sr_settings["time_budget"] == 3 and loaded.sr_settings["population_size"] == 500
+    assert loaded.provenance["code_version"]["package"]  # package version recorded
+    assert loaded.provenance["scores"]["bad"] == "nan"
+    # saving again gives the same bytes (canonical content)
+    assert h.save(tmp_path / "again.json").read_text() == path.read_text()
+
+
+def _saved(tmp_path: Path) -> tuple[Path, dict]:
+    path = FrozenHarness.default().save(tmp_path / "h.json")
+    return path, json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d["prompts"].__setitem__("planner", d["prompts"]["planner"] + " Always use sin."),
+    lambda d: d["workflow"].__setitem__("branches", 3),
+    lambda d: d["sr_settings"].__setitem__("time_budget", 99.0),
+    lambda d: d["llm"].__setitem__("temperature", 0.0),
+])
+def test_tampered_file_is_refused(tmp_path: Path, edit) -> None:
+    path, data = _saved(tmp_path)
+    edit(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(ArtifactError, match="digest mismatch"):
+        FrozenHarness.load(path)
+
+
+def test_wrong_version_and_broken_files_are_refused(tmp_path: Path) -> None:
+    path, data = _saved(tmp_path)
+    path.write_text(json.dumps({**data, "schema_version": 2}))
+    with pytest.raises(ArtifactError, match="schema_version 2 is not supported"):
+        FrozenHarness.load(path)
+    path.write_text(json.dumps({k: v for k, v in data.items() if k != "schema_version"}))
+    with pytest.raises(ArtifactError, match="schema_version None"):
+        FrozenHarness.load(path)
+    path.write_text(json.dumps({k: v for k, v in data.items() if k != "digest"}))
+    with pytest.raises(ArtifactError, match="no digest"):
+        FrozenHarness.load(path)
+    path.write_text(json.dumps({**data, "unexpected": 1}))
+    with pytest.raises(ArtifactError, match="invalid harness"):
+        FrozenHarness.load(path)
+    path.write_text("{not json")
+    with pytest.raises(ArtifactError, match="not a readable JSON"):
+        FrozenHarness.load(path)
+    with pytest.raises(ArtifactError, match="no such harness file"):
+        FrozenHarness.load(tmp_path / "missing.json")
+    with pytest.raises(ValidationError):
+        FrozenHarness(prompts=default_prompts(), workflow=(0, 1, 0, 0, 0), schema_version=2)
+
+
+def test_no_api_keys_are_stored(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-" + "a" * 40)
+    config = LLMConfig(provider="openai", model="gpt-x", base_url="http://localhost:1/v1", temperature=0.3)
+    h = FrozenHarness.create(default_prompts(), (0, 1, 0, 0, 0), llm=config)
+    assert h.llm == {"provider": "openai", "model": "gpt-x", "temperature": 0.3, "max_tokens": 512}
+    text = h.save(tmp_path / "h.json").read_text()
+    assert "sk-" not in text and "api_key" not in text
+    for llm in ({"provider": "openai", "api_key": "abc"}, {"model": "m", "token": "xyz"},
+                {"model": "sk-" + "b" * 30}, {"extra": {"headers": {"Authorization": "Bearer " + "c" * 30}}}):
+        with pytest.raises(ValidationError, match="credential"):
+            FrozenHarness(prompts=default_prompts(), workflow=(0, 1, 0, 0, 0), llm=llm)
+    with pytest.raises(ValidationError, match="credential"):
+        FrozenHarness.create(default_prompts(), (0, 1, 0, 0, 0), provenance={"note": "key hf_" + "d" * 30})
+    assert find_secrets({"max_tokens": 5, "prompt_tokens": 3, "api_key_env": "OPENAI_API_KEY"}) == []
+
+
+def test_validation_of_contents() -> None:
+    prompts = default_prompts()
+    with pytest.raises(ValidationError, match="unknown role"):
+        FrozenHarness(prompts={**prompts, "critic": "x"}, workflow=(0, 1, 0, 0, 0))
+    with pytest.raises(ValidationError, match="no prompt"):
+        FrozenHarness(prompts={"planner": "p"}, workflow=(0, 1, 1, 0, 0))
+    with pytest.raises(ValidationError, match="backend"):
+        FrozenHarness(prompts=prompts, workflow=(0, 1, 0, 0, 0), backend="gplearn")
+    with pytest.raises(ValidationError):
+        FrozenHarness(prompts=prompts, workflow=(0, 1, 0, 0, 0), sr_settings={"tme_budget": 1})
+    only_planner = FrozenHarness(prompts={"planner": "p"}, workflow=(0, 1, 0, 0, 0))
+    assert only_planner.digest
+
+
+def test_llm_config_merges_overrides() -> None:
+    h = FrozenHarness.default()
+    assert h.llm_config().provider == "local"
+    config = h.llm_config({"provider": "scripted", "temperature": None})
+    assert config.provider == "scripted" and config.temperature == h.llm["temperature"]
+    assert callable(config.extra["fn"])  # our role-answering test double
+    assert callable(h.llm_config({"provider": "scripted", "extra": {"fn": "optimize.toy:respond"}}).extra["fn"])
+    assert h.llm_config(LLMConfig(provider="scripted", max_tokens=64)).max_tokens == 64
+
+
+def test_solve_with_scripted_model(tmp_path: Path) -> None:
+    task = benchmarks.load_suite("synthetic", names=["phys_osc_synth_00"], n_train=60, n_test=30, n_ood=30)[0]
+    h = FrozenHarness.default()
+    sol = h.solve(task, llm={"provider": "scripted"}, sr_settings=TINY, run_dir=tmp_path, seed=3)
+    assert sol.equation and sol.status == "completed"
+    assert sol.llm_calls == expected_llm_calls(h.workflow) and sol.solver_runs == expected_solver_runs(h.workflow)
+    assert set(sol.metrics) == {"train", "valid", "test_id", "test_ood"}
+    assert list(sol.front.columns) == ["complexity", "loss", "score", "equation", "sympy_format"]
+    assert sol.front["complexity"].is_monotonic_increasing and sol.latex
+    assert {s.name for s in sol.sympy.free_symbols} <= set(task.input_names)
+    pred = sol.predict(task.test_id.X)
+    assert pred.shape == task.test_id.y.shape
+    record = json.loads((tmp_path / "result.json").read_text())
+    assert record["expression"] == sol.equation and record["harness_digest"] == h.digest
+    assert record["llm_calls"] == sol.llm_calls and (tmp_path / "nodes.jsonl").is_file()

@@ -1,0 +1,152 @@
+"""The Hydra app ``python -m optimize`` as a user runs it (subprocesses, scripted toy model, tiny Operon runs):
+kill -9 during stage 2 and resume, a two-job multirun, and ``stage=all`` whose artifact solves an unseen task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.artifact import FrozenHarness
+from harness.llm.scripted import ScriptedLLM
+from optimize import toy
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = [
+    "llm=scripted", "benchmark=toy", "backend.time_budget=1", "backend.population_size=50", "backend.generations=20",
+    "optimize.tasks.n_train=3", "optimize.tasks.n_heldout=1",
+    "optimize.stage1.groups=[[planner]]", "optimize.stage1.minibatch=1",
+    "optimize.stage2.minibatch=2", "optimize.stage2.n_trials=2", "optimize.stage2.n_startup_trials=2",
+    "optimize.stage2.bounds.branches=[1,1]", "optimize.stage2.bounds.repair_rounds=[0,1]",
+    "optimize.stage2.bounds.discussion_rounds=[0,0]", "optimize.stage2.bounds.use_synthesizer=[false]",
+    "optimize.stage3.steps=1", "optimize.stage3.minibatch=1", "optimize.stage3.holdout=2",
+]
+
+
+def run_app(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "optimize", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def trials(db: Path) -> list[tuple[int, str, float | None]]:
+    """(number, state, value) of every trial, read straight from Optuna's tables."""
+    with sqlite3.connect(db, timeout=30) as conn:
+        rows = conn.execute(
+            "SELECT t.number, t.state, v.value FROM trials t LEFT JOIN trial_values v ON v.trial_id = t.trial_id "
+            "ORDER BY t.number").fetchall()
+    return [(n, s, v) for n, s, v in rows]
+
+
+def paid_runs(run_dir: Path) -> list[tuple[str, str, int]]:
+    """(digest, task, seed) of every evaluation that ran the workflow (not a cache hit), from trace.jsonl."""
+    lines = [json.loads(x) for x in (run_dir / "trace.jsonl").read_text().splitlines() if x.strip()]
+    return [(x["digest"], x["task"], x["seed"]) for x in lines if not x["cached"]]
+
+
+def test_stage2_killed_with_sigkill_resumes_without_redoing_trials(tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["stage=search", *TINY, "llm.extra.fn=optimize.toy:respond_slow", "optimize.stage2.n_trials=6",
+            "optimize.stage2.n_startup_trials=6", "optimize.stage2.adapt_steps=0", f"hydra.run.dir={run_dir}"]
+    proc = subprocess.Popen([sys.executable, "-m", "optimize", *args], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    db = run_dir / "optuna.db"
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline:
+            if db.exists():
+                try:
+                    if sum(1 for _, s, _ in trials(db) if s == "COMPLETE") >= 2:
+                        break
+                except sqlite3.OperationalError:
+                    pass  # tables not created yet
+            assert proc.poll() is None, "the run ended before it could be killed"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    before = trials(db)
+    done_before = {n: v for n, s, v in before if s == "COMPLETE"}
+    assert 2 <= len(done_before) < 6
+    assert not (run_dir / "stage2_search.json").exists()
+
+    run_app(*args)
+    after = trials(db)
+    done_after = {n: v for n, s, v in after if s == "COMPLETE"}
+    assert len(done_after) == 6  # exactly n_trials: the finished ones were kept, only the rest was run
+    assert all(done_after[n] == v for n, v in done_before.items())
+    assert not [n for n, s, _ in after if s == "RUNNING"]
+    killed = [n for n, s, _ in before if s == "RUNNING"]
+    assert len([n for n, s, _ in after if s == "FAIL"]) == len(killed)  # a trial cut by the kill is failed, re-queued
+    paid = paid_runs(run_dir)
+    assert len(paid) == len(set(paid))  # no (harness, task, seed) ran twice across the two processes
+    with sqlite3.connect(run_dir / "evals.db") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM evals").fetchone()[0] == len(paid)
+    result = json.loads((run_dir / "stage2_search.json").read_text())
+    assert result["n_trials_complete"] == 6
+
+
+def test_multirun_gives_each_job_its_own_folder(tmp_path):
+    sweep = tmp_path / "sweep"
+    run_app("-m", "stage=search", *TINY, "optimize.stage2.adapt_steps=0", "optimize.stage2.n_trials=1",
+            "optimize.stage2.space=full,fixed_pool",
+            "optimize.stage2.fixed_pool_size=3", f"hydra.sweep.dir={sweep}")
+    spaces = sorted(json.loads((sweep / str(k) / "stage2_search.json").read_text())["space"] for k in (0, 1))
+    assert spaces == ["fixed_pool", "full"]
+    assert all((sweep / str(k) / "optuna.db").exists() for k in (0, 1))
+
+
+def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
+    run_dir = tmp_path / "run"
+    run_app("stage=all", *TINY, f"hydra.run.dir={run_dir}")
+    for name in ("harness.json", "report.md", "optuna.db", "evals.db", "trace.jsonl", "score_per_stage.png",
+                 "optimization_history.png", "stage1_init.json", "stage2_search.json", "stage3_refine.json"):
+        assert (run_dir / name).exists(), name
+    assert any((run_dir / "runs").rglob("nodes.jsonl"))
+    report = (run_dir / "report.md").read_text()
+    assert "| stage 3: refinement" in report and "![score_per_stage](score_per_stage.png)" in report
+
+    harness = FrozenHarness.load(run_dir / "harness.json")
+    prov = harness.provenance
+    assert prov["scores"]["baseline"]["train"] == 0.0 and prov["scores"]["init"]["train"] == 1.0
+    assert set(prov["solver_runs_cumulative"]) == {"init", "search", "refine"}
+    assert prov["training_tasks"] and not set(prov["training_tasks"]) & set(prov["heldout_tasks"])
+    unseen = toy.toy_tasks(1, offset=500)[0]
+    assert unseen.name not in prov["training_tasks"] + prov["heldout_tasks"]
+    solution = harness.solve(unseen, llm=ScriptedLLM(fn=toy.respond))
+    assert solution.metrics["test_id"]["acc_0.01"] == 1.0 and "sin(x0)" in solution.equation
+
+    # freeze alone, in the same folder: reads the saved stages, every evaluation is a cache hit
+    paid = len(paid_runs(run_dir))
+    run_app("stage=freeze", *TINY, f"hydra.run.dir={run_dir}")
+    assert len(paid_runs(run_dir)) == paid
+    assert FrozenHarness.load(run_dir / "harness.json").prompts == harness.prompts
+
+
+@pytest.mark.parametrize("preset", ["quick", "paper"])
+def test_presets_compose_and_validate(preset):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from optimize.settings import OptimizeSettings
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="optimize", overrides=[f"optimize={preset}"])
+    settings = OptimizeSettings.model_validate(OmegaConf.to_container(cfg.optimize, resolve=True))
+    assert cfg.llm.provider == "local" and cfg.backend.name == "operon" and cfg.benchmark.name == "synthetic"
+    if preset == "paper":
+        s1 = settings.stage1
+        assert settings.tasks.n_train == 160
+        assert (1 + 1 + 2 + 3) * s1.n_candidates * s1.minibatch * len(settings.seeds) == 1792
+        assert s1.max_solver_runs == 1792
+        assert s1.max_solver_runs + settings.stage2.max_solver_runs == 2752
+        assert s1.max_solver_runs + settings.stage2.max_solver_runs + settings.stage3.max_solver_runs == 4728

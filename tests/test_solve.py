@@ -1,0 +1,134 @@
+"""Solving with a frozen harness: the sklearn-style regressor and ``python -m harness solve``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import sympy
+
+from harness import FrozenHarness, HarnessRegressor
+from harness.evaluator import compute_metrics
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15}
+
+
+def _data(n: int, lo: float, hi: float, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    x1, x2 = rng.uniform(lo, hi, n), rng.uniform(-2, 2, n)
+    return pd.DataFrame({"x1": x1, "x2": x2, "y": 2.5 * x1 * x2 + 1.2 * x1**2})
+
+
+def test_regressor_fit_predict_score() -> None:
+    df = _data(120, 1, 3, 0)
+    X, y = df[["x1", "x2"]], df["y"].to_numpy()
+    reg = HarnessRegressor(llm={"provider": "scripted"}, sr_settings=TINY, seed=0)
+    assert reg.fit(X, y, descriptions={"x1": "speed", "x2": "load"}, target_name="power") is reg
+    pred = reg.predict(X)
+    assert pred.shape == y.shape and np.all(np.isfinite(pred))
+    assert reg.score(X, y) > 0.9
+    assert list(reg.equations_.columns) == ["complexity", "loss", "score", "equation", "sympy_format"]
+    assert {s.name for s in reg.sympy().free_symbols} <= {"x1", "x2"} and reg.latex()
+    # columns are matched by name, not position
+    assert np.allclose(reg.predict(X[["x2", "x1"]]), pred)
+    assert reg.solution_.llm_calls == 3  # default harness: planner + diagnoser + repairer
+
+
+def test_regressor_with_arrays_names_and_a_harness_object(tmp_path: Path) -> None:
+    df = _data(80, 1, 3, 1)
+    harness = FrozenHarness.create(FrozenHarness.default().prompts, (0, 1, 0, 0, 0), sr_settings=TINY)
+    path = harness.save(tmp_path / "h.json")
+    for spec in (harness, str(path)):
+        reg = HarnessRegressor(harness=spec, llm={"provider": "scripted"})
+        reg.fit(df[["x1", "x2"]].to_numpy(), df["y"].to_numpy(), variable_names=["speed (m/s)", "load"])
+        assert reg.variable_names_ == ["speed_m_s", "load"]
+        assert reg.predict(df[["x1", "x2"]].to_numpy()).shape == (80,)
+        assert reg.solution_.llm_calls == 1
+    with pytest.raises(RuntimeError, match="not fitted"):
+        HarnessRegressor().predict(df[["x1", "x2"]])
+    assert HarnessRegressor(seed=3).get_params()["seed"] == 3
+
+
+def _folder(tmp_path: Path) -> Path:
+    """A task in the LLM-SR layout: train.csv, test_id.csv, test_ood.csv, target in the last column."""
+    folder = tmp_path / "toytask"
+    folder.mkdir()
+    _data(150, 1, 3, 0).to_csv(folder / "train.csv", index=False)
+    _data(50, 1, 3, 1).to_csv(folder / "test_id.csv", index=False)
+    _data(50, 3, 4, 2).to_csv(folder / "test_ood.csv", index=False)
+    return folder
+
+
+def _solve_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", "solve", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=240)
+
+
+def test_cli_solve_writes_result_that_reproduces_metrics(tmp_path: Path) -> None:
+    folder, out = _folder(tmp_path), tmp_path / "run"
+    proc = _solve_cli("harness=default", f"data={folder}", "llm.provider=scripted", "sr.time_budget=1",
+                      "sr.population_size=20", "sr.generations=3", "budget.max_seconds=120", f"hydra.run.dir={out}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "equation" in proc.stdout and "test_ood" in proc.stdout  # printed metrics table
+    result = json.loads((out / "result.json").read_text())
+    for name in ("nodes.jsonl", "pred_vs_true_id.png", "pred_vs_true_ood.png", "pareto_front.png"):
+        assert (out / name).is_file(), name
+    assert set(result["metrics"]) == {"train", "valid", "test_id", "test_ood"}
+    assert result["pareto_front"] and result["llm_calls"] == 3
+
+    symbols = {n: sympy.Symbol(n) for n in ("x1", "x2")}
+    expr = sympy.sympify(result["expression"], locals=symbols)
+    assert expr.free_symbols <= set(symbols.values())
+    test = pd.read_csv(folder / "test_id.csv")
+    fn = sympy.lambdify([symbols["x1"], symbols["x2"]], expr, "numpy")
+    pred = np.broadcast_to(np.asarray(fn(test["x1"].to_numpy(), test["x2"].to_numpy()), dtype=float), (len(test),))
+    metrics = compute_metrics(test["y"].to_numpy(), pred)
+    reported = result["metrics"]["test_id"]
+    assert metrics["nmse"] == pytest.approx(reported["nmse"], rel=1e-6, abs=1e-12)
+    assert metrics["acc_0.01"] == reported["acc_0.01"]
+
+
+def test_cli_solve_with_csv_and_backend_group(tmp_path: Path) -> None:
+    csv, out = tmp_path / "data.csv", tmp_path / "run"
+    _data(100, 1, 3, 0).to_csv(csv, index=False)
+    harness = FrozenHarness.create(FrozenHarness.default().prompts, (0, 1, 0, 0, 0), sr_settings=TINY)
+    path = harness.save(tmp_path / "h.json")
+    proc = _solve_cli(f"harness={path}", f"data={csv}", "target=y", "llm=scripted", "backend=operon",
+                      f"hydra.run.dir={out}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads((out / "result.json").read_text())
+    assert result["llm_calls"] == 1 and "test_id" in result["metrics"]
+    assert not (out / "pred_vs_true_ood.png").exists()
+
+
+def test_cli_solve_reports_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "h.json").write_text("{}")
+    proc = _solve_cli(f"harness={tmp_path / 'h.json'}", f"data={tmp_path}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert proc.returncode == 2 and "schema_version" in proc.stdout
+
+
+@pytest.mark.llm
+def test_local_model_solves_a_simple_synthetic_task(tmp_path: Path) -> None:
+    """End to end with the embedded model (SmolLM2-135M via llama.cpp) on y = 2.5*x1*x2 + 1.2*x1**2."""
+    pytest.importorskip("llama_cpp")
+    from harness.llm.base import LLMError
+    from harness.llm.local_client import default_model_path
+    from harness.task import Task
+
+    try:
+        default_model_path()
+    except LLMError as exc:
+        pytest.skip(str(exc))
+    train, test = _data(200, 1, 3, 0), _data(80, 1, 3, 1)
+    task = Task.from_arrays(train[["x1", "x2"]], train["y"], name="simple", input_names=["x1", "x2"],
+                            test_id=(test[["x1", "x2"]].to_numpy(), test["y"].to_numpy()))
+    sol = FrozenHarness.default().solve(task, llm={"provider": "local", "max_tokens": 256},
+                                        sr_settings={"time_budget": 3, "population_size": 200}, run_dir=tmp_path)
+    assert sol.llm_calls == 3
+    assert sol.metrics["test_id"]["acc_0.01"] == 1.0, sol.equation
