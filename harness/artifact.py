@@ -100,9 +100,14 @@ def code_version() -> dict[str, str | None]:
 
 
 def llm_settings(config: Any) -> dict[str, Any]:
-    """The LLM settings that change results (provider, model, temperature, max tokens) from a config or dict."""
+    """The LLM settings that change results (provider, model, temperature, max tokens) from a config or dict;
+    for the scripted test double also the name of its function (``extra.fn``)."""
     data = config.model_dump() if isinstance(config, BaseModel) else dict(config or {})
-    return {k: data[k] for k in LLM_SETTINGS if data.get(k) is not None}
+    out = {k: data[k] for k in LLM_SETTINGS if data.get(k) is not None}
+    fn = (data.get("extra") or {}).get("fn")
+    if data.get("provider") == "scripted" and isinstance(fn, str):  # a named test double is part of the setup
+        out["extra"] = {"fn": fn}
+    return out
 
 
 class FrozenHarness(BaseModel):
@@ -167,6 +172,12 @@ class FrozenHarness(BaseModel):
         if not self.digest:
             object.__setattr__(self, "digest", self.compute_digest())
         return self
+
+    def with_changes(self, **changes: Any) -> "FrozenHarness":
+        """A validated copy with some fields replaced and a fresh digest (``model_copy`` would keep the old one)."""
+        data = self.model_dump(exclude={"digest"})
+        data.update(changes)
+        return FrozenHarness(**data)
 
     # -- digest and files -----------------------------------------------------------------------------------
     def content(self) -> dict[str, Any]:

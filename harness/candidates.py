@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+NMSE_FLOOR = 1e-14  # below this, validation errors are rounding noise and count as equal
+
 
 @dataclass
 class Candidate:
@@ -32,9 +34,15 @@ class Candidate:
             return math.inf
         return float(value)
 
-    def sort_key(self, split: str = "valid") -> tuple[float, int, str]:
-        """Validation NMSE, then complexity, then text: a total, deterministic order."""
-        return (self.metric(split, "nmse"), self.complexity, self.equation)
+    def sort_key(self, split: str = "valid") -> tuple[float, int, float, str]:
+        """Validation NMSE (to ~2% and floored at 1e-14), then complexity, then exact NMSE, then text.
+
+        Why the rounding: two exact fits differ only in rounding noise (1e-32 vs 5e-32); the simpler one should
+        win, not the one whose noise terms happened to cancel better. The key stays a total, deterministic order.
+        """
+        nmse = self.metric(split, "nmse")
+        bucket = round(math.log10(max(nmse, NMSE_FLOOR)), 2) if math.isfinite(nmse) else math.inf
+        return (bucket, self.complexity, nmse, self.equation)
 
     def to_record(self) -> dict[str, Any]:
         return {

@@ -128,7 +128,16 @@ def agent_command(cfg: DictConfig) -> int:
     except (OSError, ValueError, TypeError) as exc:
         console.print(f"[red]error:[/] {exc}")
         return 2
-    context.extras["backend"] = cfg.get("backend")
+    backend_cfg = plain(cfg, "backend") if isinstance(cfg.get("backend"), DictConfig) else {"name": cfg.get("backend")}
+    context.extras["backend"] = backend_cfg.get("name") or "operon"
+    try:
+        from workflows.params import SRSettings
+
+        settings = SRSettings.coerce({k: v for k, v in backend_cfg.items() if k != "name"})
+        context.extras["plan_limits"] = settings.limits()
+    except (ValueError, TypeError) as exc:
+        console.print(f"[red]error:[/] backend settings: {exc}")
+        return 2
     console.print(f"[bold]task[/] {task!r}\n[bold]run folder[/] {run_dir}")
     llm = make_llm(llm_config)
     run_info = {"command": "agent", "cli": OmegaConf.to_container(cfg, resolve=True), "llm": llm.description}

@@ -1,4 +1,4 @@
-"""``python -m optimize [stage=init|search|refine|freeze|all] [llm=...] [backend=...] [benchmark=...] [optimize=quick|paper]``
+"""``python -m optimize [stage=init|search|refine|freeze|all] [llm=..] [backend=..] [benchmark=..] [optimize=..]``
 
 Hydra app (primary config ``conf/optimize.yaml``). Everything lands in Hydra's run folder (``hydra.run.dir``; one
 folder per job in a multirun): ``harness.json``, ``report.md`` + plots, ``optuna.db``, ``evals.db``, ``trace.jsonl``,

@@ -19,7 +19,7 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from statistics import mean, median
 from typing import Any, Callable, Sequence
@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 STAGES = ("baseline", "init", "search", "refine", "freeze")
 TOP_K = 5
+# Outcomes that say nothing about the harness (the runner raised, or every model call failed: a server was down),
+# so they are not cached and a later run tries again.
+UNCACHED = ("exception", "llm_unavailable")
 
 
 class StageBudgetSpent(RuntimeError):
@@ -97,11 +100,9 @@ class EvalSummary:
     n_cached: int
     n_new: int
 
-    def to_dict(self, with_records: bool = False) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if k != "records"}
-        if with_records:
-            out["records"] = [r.to_dict() for r in self.records]
-        return out
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but the records (those live in the cache and trace.jsonl)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
 
 
 def summarize(digest: str, records: list[EvalRecord]) -> EvalSummary:
@@ -254,18 +255,6 @@ class Evaluator:
             records = [one(pair) for pair in pairs]
         return summarize(spec.digest(), records)
 
-    def cached_summary(self, spec: HarnessSpec, tasks: Sequence[Any], seeds: Sequence[int] = (0,)) -> EvalSummary | None:
-        """The summary if every (task, seed) is cached already, else None (never runs anything)."""
-        digest = spec.digest()
-        records = []
-        for task in tasks:
-            for seed in seeds:
-                data = self.cache.get(digest, task_key(task), int(seed))
-                if data is None:
-                    return None
-                records.append(EvalRecord.from_dict(data))
-        return summarize(digest, records)
-
     def evaluate_one(
         self, spec: HarnessSpec, task: Any, seed: int, *, stage: str, label: str = "", reserve: int = 0
     ) -> EvalRecord:
@@ -286,8 +275,8 @@ class Evaluator:
                     + (f" (less the {reserve} reserved)" if reserve else "")
                 )
         record = self._run(spec, task, seed, stage=stage, label=label)
-        stored = record.status != "exception" and self.cache.put(record.to_dict(), spec.to_dict())
-        if stored or record.status == "exception":
+        stored = record.status not in UNCACHED and self.cache.put(record.to_dict(), spec.to_dict())
+        if stored or record.status in UNCACHED:
             self.session["new_evaluations"] += 1
             self.session["solver_runs"] += record.solver_runs
         else:  # another worker stored the same key first: use theirs, so everyone agrees on one result
@@ -321,10 +310,10 @@ class Evaluator:
         except Exception as exc:  # noqa: BLE001 - a crashed run scores 0 and is not cached (it may be transient)
             log.warning("evaluation of %s on %s (seed %d) raised: %s", spec.digest(), task.name, seed, exc)
             return EvalRecord(
-                digest=spec.digest(), task=task.name, task_key=task_key(task), seed=seed, stage=stage, score=0.0, metric=self.metric,
-                split=self.score_split, seconds=time.perf_counter() - started, status="exception",
-                errors=[f"{type(exc).__name__}: {exc}"[:500]], run_dir=str(run_dir) if run_dir else None, label=label,
-                cached=False,
+                digest=spec.digest(), task=task.name, task_key=task_key(task), seed=seed, stage=stage, score=0.0,
+                metric=self.metric, split=self.score_split, seconds=time.perf_counter() - started,
+                status="exception", errors=[f"{type(exc).__name__}: {exc}"[:500]],
+                run_dir=str(run_dir) if run_dir else None, label=label, cached=False,
             )
         return self._record(spec, task, seed, stage, label, result, time.perf_counter() - started, run_dir)
 
@@ -346,7 +335,12 @@ class Evaluator:
             score = _finite_or_none(best.metrics.get(split, {}).get(self.metric)) or 0.0
         candidates = list(getattr(result, "candidates", None) or [])
         candidates.sort(key=lambda c: c.sort_key("valid") if hasattr(c, "sort_key") else (math.inf, 0, ""))
-        errors = [str(e)[:300] for e in (getattr(result, "errors", None) or [])][:10]
+        all_errors = [str(e) for e in (getattr(result, "errors", None) or [])]
+        llm_calls = int(getattr(result, "llm_calls", 0) or 0)
+        status = str(getattr(result, "status", "ok"))
+        if llm_calls and sum("call failed" in e for e in all_errors) >= llm_calls:
+            status = "llm_unavailable"
+        out_dir = getattr(result, "run_dir", None) or run_dir
         return EvalRecord(
             digest=spec.digest(),
             task=task.name,
@@ -361,12 +355,12 @@ class Evaluator:
             complexity=getattr(best, "complexity", None),
             metrics=metrics,
             top=[_candidate_summary(c, split) for c in candidates[:TOP_K]],
-            llm_calls=int(getattr(result, "llm_calls", 0) or 0),
+            llm_calls=llm_calls,
             solver_runs=int(getattr(result, "solver_runs", 0) or 0),
             seconds=float(getattr(result, "seconds", None) or seconds),
-            status=str(getattr(result, "status", "ok")),
-            errors=errors,
-            run_dir=str(getattr(result, "run_dir", None) or run_dir) if (run_dir or getattr(result, "run_dir", None)) else None,
+            status=status,
+            errors=[e[:300] for e in all_errors[:10]],
+            run_dir=str(out_dir) if out_dir is not None else None,
             label=label,
             cached=False,
         )

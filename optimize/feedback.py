@@ -122,9 +122,8 @@ def _node_lines(run_dir: str | None, per_node: int) -> list[str]:
                 node = json.loads(raw)
             except json.JSONDecodeError:
                 continue
-            tools = ", ".join(
-                f"{t.get('tool_name', '?')}:{'ok' if t.get('ok', True) else 'error'}" for t in node.get("tool_results", [])
-            )
+            tools = ", ".join(f"{t.get('tool_name', '?')}:{'ok' if t.get('ok', True) else 'error'}"
+                              for t in node.get("tool_results", []))
             text = f"  [{node.get('kind')}{'/' + str(node['branch']) if node.get('branch') else ''}] "
             text += _cut(node.get("response") or "", per_node)
             if tools:

@@ -2,8 +2,8 @@
 
 Reads everything from the run folder (stage result files), so ``stage=freeze`` works as its own process. The final
 harness is the stage harness with the best *training* score (ties: fewer LLM calls per task, then the later
-stage); held-out tasks are scored for the report only and never influence the choice. Report-only runs are paid under the stage ``freeze``,
-so the cumulative solver executions of stages 1-3 stay what the optimizer itself used.
+stage); held-out tasks are scored for the report only and never influence the choice. Report-only runs are paid
+under the stage ``freeze``, so the cumulative solver executions of stages 1-3 stay what the optimizer itself used.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ def evaluate_stages(ctx: OptimizeContext, specs: dict[str, HarnessSpec]) -> dict
             if f.train else None
         held = ctx.evaluator.evaluate(spec, ctx.tasks.heldout, ctx.seeds, stage=STAGE, label=f"{stage} heldout") \
             if f.heldout and ctx.tasks.heldout else None
-        rows[stage] = {"title": STAGE_TITLES[stage], "digest": spec.digest(), "workflow": list(spec.workflow.as_tuple()),
-                       "train": _row(train), "heldout": _row(held)}
+        rows[stage] = {"title": STAGE_TITLES[stage], "digest": spec.digest(),
+                       "workflow": list(spec.workflow.as_tuple()), "train": _row(train), "heldout": _row(held)}
         log.info("freeze: %s train %.3f held-out %s", stage, train.score if train else float("nan"),
                  f"{held.score:.3f}" if held else "-")
     return rows

@@ -172,7 +172,8 @@ def write_report(run_dir: str | Path) -> Path:
         out += ["## Cost", "", f"Cumulative solver executions after stages 1 / 2 / 3: {spent.get('init', 0)} / "
                 f"{spent.get('search', 0)} / {spent.get('refine', 0)}.", ""]
     if s1:
-        out += ["## Stage 1: prompt pool", "", "| role group | workflow | candidate | minibatch acc_0.01 | LLM calls / task |",
+        out += ["## Stage 1: prompt pool", "",
+                "| role group | workflow | candidate | minibatch acc_0.01 | LLM calls / task |",
                 "|---|---|---|---|---|"]
         for g in s1.get("groups", []):
             for c in g.get("candidates", []):

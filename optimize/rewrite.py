@@ -45,6 +45,11 @@ class InstructionRewrite(BaseModel):
     rationale: str = Field("", description="one or two sentences on what was changed and why")
 
 
+# llama.cpp builds a grammar rule per allowed character of a bounded string; past ~1000 it refuses the grammar
+# (and has been seen to crash), so the embedded model gets at most this bound in its schema.
+LOCAL_SCHEMA_MAX_CHARS = 1000
+
+
 def rewrite_format(max_chars: int) -> dict[str, Any]:
     """Structured-output request; explicit string bounds (grammar-constrained local models cap unbounded ones)."""
     schema = {
@@ -187,13 +192,16 @@ def propose_rewrite(
     """Ask ``llm`` for a new instruction; up to ``settings.attempts`` tries; ``text=None`` when none passed."""
     settings = settings or RewriteSettings()
     messages = build_messages(role, current, feedback, mode=mode, settings=settings, context=context)
+    schema_chars = settings.max_chars
+    if getattr(llm, "provider", "") == "local":
+        schema_chars = min(schema_chars, LOCAL_SCHEMA_MAX_CHARS)
     raw: list[str] = []
     reason = ""
     for attempt in range(max(1, settings.attempts)):
         try:
             responses = llm.complete(
                 messages,
-                response_format=rewrite_format(settings.max_chars),
+                response_format=rewrite_format(schema_chars),
                 temperature=settings.temperature,
                 max_tokens=settings.max_tokens,
                 seed=None if seed is None else seed + attempt,

@@ -90,78 +90,84 @@ def best_member(members: list[Member]) -> int:
                key=lambda i: (-members[i].holdout.score, members[i].holdout.llm_calls_per_task, i))
 
 
+def build_feedback(ctx: OptimizeContext, summary: EvalSummary) -> str:
+    """SR diagnostics (default) or raw node traces (``feedback=traces``) of the parent's minibatch runs."""
+    s, chars = ctx.settings.stage3, ctx.settings.rewrite.feedback_chars
+    if s.feedback == "traces":
+        return trace_feedback(summary.records, ctx.task_index, chars)
+    return sr_diagnostics_feedback(summary.records, ctx.task_index, chars, drop_terms=s.drop_terms)
+
+
+def refine_step(ctx: OptimizeContext, step: int, members: list[Member], parent_index: int, role: str,
+                batch: list[Any], holdout_tasks: list[Any], roles: list[str]) -> dict[str, Any]:
+    """One reflection step: feedback, rewrite, minibatch gate, held-out test; appends the child when it wins."""
+    s = ctx.settings.stage3
+    parent = members[parent_index]
+    parent_mb = ctx.evaluator.evaluate(parent.spec, batch, ctx.seeds, stage=STAGE, label=f"step {step} parent")
+    feedback = build_feedback(ctx, parent_mb)
+    context = (f"The team runs the workflow w={parent.spec.workflow.as_tuple()} (analyst, branches, repair rounds, "
+               f"discussion rounds, synthesizer); roles in use: {', '.join(roles)}.")
+    rw = ctx.folder.journal(STAGE).get_or_make(
+        f"{step}/{parent.spec.digest()}/{role}",
+        lambda: propose_rewrite(ctx.llm, role, parent.spec.prompts[role], feedback, mode="reflect",
+                                settings=ctx.settings.rewrite.settings(), seed=ctx.seed + 13 * step,
+                                context=context).to_dict(),
+    )
+    row: dict[str, Any] = {"step": step, "parent": parent_index, "role": role, "minibatch": [t.name for t in batch],
+                           "parent_minibatch": parent_mb.score, "reason": rw.get("reason"),
+                           "rationale": rw.get("rationale"), "accepted": False}
+    if not rw.get("text"):
+        return row
+    child = parent.spec.with_prompts(**{role: rw["text"]})
+    child_mb = ctx.evaluator.evaluate(child, batch, ctx.seeds, stage=STAGE, label=f"step {step} child")
+    row["child_minibatch"] = child_mb.score
+    if s.minibatch_gate and child_mb.score < parent_mb.score:
+        row["reason"] = "lost on the minibatch"
+        return row
+    child_hold = ctx.evaluator.evaluate(child, holdout_tasks, ctx.seeds, stage=STAGE, label=f"step {step} holdout")
+    row.update(child_holdout=child_hold.score, parent_holdout=parent.holdout.score)
+    if wins(child_hold, parent.holdout, members, s.accept):
+        members.append(Member(child, child_hold, parent_index, role, step))
+        row["accepted"] = True
+        log.info("stage 3 step %d: %s rewrite kept (held-out %.3f vs %.3f)", step, role, child_hold.score,
+                 parent.holdout.score)
+    else:
+        row["reason"] = "did not win on the held-out slice"
+    return row
+
+
 def run_stage3(ctx: OptimizeContext, start: HarnessSpec) -> dict[str, Any]:
     """Refine ``start``'s instructions; returns the stage-3 result (the caller saves it)."""
     s = ctx.settings.stage3
     feedback_tasks, holdout_tasks = split_slice(ctx.tasks.train, s.holdout, ctx.seed, STAGE)
     roles = [r for r in ROLE_ORDER if r in roles_used(start.workflow)]
-    journal = ctx.folder.journal(STAGE)
     rng = random.Random(stable_seed(ctx.seed, STAGE, "parents"))
     steps: list[dict[str, Any]] = []
     members: list[Member] = []
     exhausted = False
     try:
-        members.append(Member(start, ctx.evaluator.evaluate(start, holdout_tasks, ctx.seeds, stage=STAGE,
-                                                            label="refine start"), None, None, None))
+        start_hold = ctx.evaluator.evaluate(start, holdout_tasks, ctx.seeds, stage=STAGE, label="refine start")
+        members.append(Member(start, start_hold, None, None, None))
         for step in range(s.steps):
-            parent_index = sample_parent(members, rng)
-            parent = members[parent_index]
-            role = roles[step % len(roles)]
             batch = minibatch(feedback_tasks, s.minibatch, ctx.seed, STAGE, step)
-            parent_mb = ctx.evaluator.evaluate(parent.spec, batch, ctx.seeds, stage=STAGE, label=f"step {step} parent")
-            if s.feedback == "traces":
-                feedback = trace_feedback(parent_mb.records, ctx.task_index, ctx.settings.rewrite.feedback_chars)
-            else:
-                feedback = sr_diagnostics_feedback(parent_mb.records, ctx.task_index,
-                                                   ctx.settings.rewrite.feedback_chars, drop_terms=s.drop_terms)
-            context = f"The team runs the workflow w={parent.spec.workflow.as_tuple()} (analyst, branches, repair " \
-                      f"rounds, discussion rounds, synthesizer); roles in use: {', '.join(roles)}."
-            rw = journal.get_or_make(
-                f"{step}/{parent.spec.digest()}/{role}",
-                lambda: propose_rewrite(ctx.llm, role, parent.spec.prompts[role], feedback, mode="reflect",
-                                        settings=ctx.settings.rewrite.settings(), seed=ctx.seed + 13 * step,
-                                        context=context).to_dict(),
-            )
-            row: dict[str, Any] = {"step": step, "parent": parent_index, "role": role, "minibatch": [t.name for t in batch],
-                                   "parent_minibatch": parent_mb.score, "reason": rw.get("reason"),
-                                   "rationale": rw.get("rationale"), "accepted": False}
-            steps.append(row)
-            if not rw.get("text"):
-                continue
-            child = parent.spec.with_prompts(**{role: rw["text"]})
-            child_mb = ctx.evaluator.evaluate(child, batch, ctx.seeds, stage=STAGE, label=f"step {step} child")
-            row["child_minibatch"] = child_mb.score
-            if s.minibatch_gate and child_mb.score < parent_mb.score:
-                row["reason"] = "lost on the minibatch"
-                continue
-            child_hold = ctx.evaluator.evaluate(child, holdout_tasks, ctx.seeds, stage=STAGE, label=f"step {step} holdout")
-            row["child_holdout"] = child_hold.score
-            row["parent_holdout"] = parent.holdout.score
-            if wins(child_hold, parent.holdout, members, s.accept):
-                members.append(Member(child, child_hold, parent_index, role, step))
-                row["accepted"] = True
-                log.info("stage 3 step %d: %s rewrite kept (held-out %.3f vs %.3f)", step, role,
-                         child_hold.score, parent.holdout.score)
-            else:
-                row["reason"] = "did not win on the held-out slice"
+            steps.append(refine_step(ctx, step, members, sample_parent(members, rng), roles[step % len(roles)],
+                                     batch, holdout_tasks, roles))
     except StageBudgetSpent as exc:
         log.warning("stage 3: %s", exc)
         exhausted = True
-    if not members:
-        return {"stage": STAGE, "harness": start.to_dict(), "members": [], "steps": steps, "budget_exhausted": True,
-                "solver_runs": ctx.evaluator.stage_solver_runs(STAGE)}
-    best = best_member(members)
-    return {
+    result: dict[str, Any] = {
         "stage": STAGE,
         "feedback": s.feedback,
         "feedback_tasks": [t.name for t in feedback_tasks],
         "holdout_tasks": [t.name for t in holdout_tasks],
         "members": [m.to_dict(i) for i, m in enumerate(members)],
-        "pareto": sorted(pareto_members(members)),
-        "best": best,
-        "holdout_score": members[best].holdout.score,
         "steps": steps,
         "budget_exhausted": exhausted,
-        "harness": members[best].spec.to_dict(),
+        "harness": start.to_dict(),
         "solver_runs": ctx.evaluator.stage_solver_runs(STAGE),
     }
+    if members:
+        best = best_member(members)
+        result.update(pareto=sorted(pareto_members(members)), best=best, holdout_score=members[best].holdout.score,
+                      harness=members[best].spec.to_dict())
+    return result

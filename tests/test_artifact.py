@@ -54,6 +54,8 @@ def test_round_trip_is_exact_and_atomic(tmp_path: Path) -> None:
     assert loaded.provenance["scores"]["bad"] == "nan"
     # saving again gives the same bytes (canonical content)
     assert h.save(tmp_path / "again.json").read_text() == path.read_text()
+    changed = h.with_changes(prompts={**h.prompts, "planner": "Plan well."})
+    assert changed.digest != h.digest and changed.digest == changed.compute_digest()
 
 
 def _saved(tmp_path: Path) -> tuple[Path, dict]:

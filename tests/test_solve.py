@@ -128,7 +128,7 @@ def test_local_model_solves_a_simple_synthetic_task(tmp_path: Path) -> None:
     train, test = _data(200, 1, 3, 0), _data(80, 1, 3, 1)
     task = Task.from_arrays(train[["x1", "x2"]], train["y"], name="simple", input_names=["x1", "x2"],
                             test_id=(test[["x1", "x2"]].to_numpy(), test["y"].to_numpy()))
-    sol = FrozenHarness.default().solve(task, llm={"provider": "local", "max_tokens": 256},
+    sol = FrozenHarness.default().solve(task, llm={"provider": "local"},
                                         sr_settings={"time_budget": 3, "population_size": 200}, run_dir=tmp_path)
     assert sol.llm_calls == 3
     assert sol.metrics["test_id"]["acc_0.01"] == 1.0, sol.equation

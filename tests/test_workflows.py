@@ -28,6 +28,7 @@ from workflows.roles import (
     detect_role,
     output_model,
     response_format,
+    salvage_truncated,
     scripted_role_output,
 )
 from workflows.runner import STATUS_BUDGET, STATUS_COMPLETED, run_workflow
@@ -231,8 +232,13 @@ def test_role_outputs_are_tolerant() -> None:
     plan = PlanOutput.model_validate({"operators": "sin", "max_length": 500, "hypotheses": "c0*x", "junk": 1})
     assert plan.operators == ["sin"] and plan.max_length == 60 and plan.hypotheses == ["c0*x"]
     assert plan.to_raw_plan()["seeds"] == ["c0*x"]
-    with pytest.raises(ValidationError):
-        DiagnosisOutput.model_validate({"issues": ["x" * 500]})
+    diag = DiagnosisOutput.model_validate({"issues": ["x" * 500] * 9, "evidence": "one", "missing_terms": None})
+    assert len(diag.issues) == 4 and len(diag.issues[0]) == 200 and diag.evidence == ["one"]
+    assert diag.missing_terms == []
+    cut = '{"operators": ["add", "sin"], "max_length": 12, "hypotheses": ["c0*sin(x)"], "features": [], "rationale": "1.1.1.1'
+    salvaged = salvage_truncated(cut, PlanOutput)
+    assert salvaged.operators == ["add", "sin"] and salvaged.hypotheses == ["c0*sin(x)"] and salvaged.rationale == ""
+    assert salvage_truncated("no json at all", PlanOutput) is None
 
 
 def test_prompt_is_bounded_and_framed(task) -> None:

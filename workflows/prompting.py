@@ -7,11 +7,10 @@ part) is the system message; the rest is a fixed frame the optimizer never touch
 
 from __future__ import annotations
 
-import json
 from typing import Any, Sequence
 
 from harness.tools.base import bound_text
-from workflows.roles import output_model
+from workflows.roles import format_text
 
 MAX_PROMPT_CHARS = 7000
 CARD_CHARS = 1500
@@ -65,7 +64,6 @@ def build_messages(
 ) -> list[dict[str, str]]:
     """Messages for one role call: system = the role's instruction, user = the framed context and format."""
     header = f"# Role: {role}" + (f" (mode: {mode})" if mode else "")
-    schema = json.dumps(output_model(role).role_schema(), separators=(",", ":"))
     fixed = [
         header,
         "## Task\n" + task.card(max_chars=CARD_CHARS) + "\nInput names: " + ", ".join(task.input_names),
@@ -77,8 +75,8 @@ def build_messages(
     if findings:
         fixed.append("## Analyst findings\n" + bound_text(findings, FINDINGS_CHARS))
     tail = [
-        "## Output format\nReply with one JSON object that matches this JSON schema, and nothing else:\n"
-        + schema + "\n" + GRAMMAR_NOTE + " " + _operators_note()
+        "## Output format\nReply with one JSON object with exactly these keys, and nothing else:\n"
+        + format_text(role) + "\n" + GRAMMAR_NOTE + " " + _operators_note()
     ]
     budget = max_chars - sum(len(s) + 2 for s in fixed + tail)
     hist = "## Branch history\n" + (bounded_history(history) if history else "(none yet)")

@@ -2,7 +2,7 @@
 
 Schemas are deliberately flat and bounded (every string has ``maxLength``, every array ``maxItems``): small local
 models decode under a grammar built from the schema and loop forever on unbounded fields. Parsing is tolerant
-(extra keys ignored, out-of-range numbers clamped) because a role's output is advice, not a contract;
+(extra keys ignored, long lists and strings cut, out-of-range numbers clamped) because a role's output is advice, not a contract;
 ``harness.sr.plan.validate_plan`` makes the final plan runnable.
 """
 
@@ -23,7 +23,8 @@ MIN_PLAN_LENGTH, MAX_PLAN_LENGTH = 5, 60
 
 Op = Annotated[str, StringConstraints(max_length=12)]
 Sentence = Annotated[str, StringConstraints(max_length=200)]
-Formula = Annotated[str, StringConstraints(max_length=160)]
+Formula = Annotated[str, StringConstraints(max_length=120)]
+Feature = Annotated[str, StringConstraints(max_length=80)]
 
 
 class RoleOutput(BaseModel):
@@ -40,36 +41,65 @@ class RoleOutput(BaseModel):
         for prop in schema.get("properties", {}).values():
             prop.pop("title", None)
             prop.pop("default", None)
+            prop.pop("description", None)  # described in the prompt's format text instead
+        if "operators" in schema.get("properties", {}):  # a grammar-constrained model can only pick real names
+            from harness.sr.plan import OPERATORS
+
+            schema["properties"]["operators"]["items"]["enum"] = list(OPERATORS)
         schema["required"] = list(schema.get("properties", {}))
         schema["additionalProperties"] = False
         return schema
 
     @field_validator("*", mode="before")
     @classmethod
-    def _listify(cls, value: Any, info: Any) -> Any:
-        """A model that writes one string where a list is due gets a one-item list (common with small models)."""
-        field = cls.model_fields.get(info.field_name)
-        if field is not None and getattr(field.annotation, "__origin__", None) is list and isinstance(value, str):
-            return [value] if value.strip() else []
+    def _tolerate(cls, value: Any, info: Any) -> Any:
+        """Fit sloppy output into the schema instead of rejecting it: one string where a list is due becomes a
+        one-item list, null the default, long lists and strings are cut to their limits (models without a grammar overshoot)."""
+        if value is None:  # "missing_terms": null -> the field's default
+            return cls.model_fields[info.field_name].get_default(call_default_factory=True)
+        prop = _limits(cls).get(info.field_name, {})
+        if prop.get("type") == "array":
+            if isinstance(value, str):
+                value = [value] if value.strip() else []
+            if isinstance(value, list):
+                limit = prop.get("items", {}).get("maxLength")
+                value = [v[:limit] if limit and isinstance(v, str) else v for v in value[: prop["maxItems"]]]
+        elif prop.get("type") == "string" and isinstance(value, str):
+            value = value[: prop["maxLength"]]
         return value
+
+
+_LIMIT_CACHE: dict[type, dict[str, Any]] = {}
+
+
+def _limits(cls: type[RoleOutput]) -> dict[str, Any]:
+    if cls not in _LIMIT_CACHE:
+        _LIMIT_CACHE[cls] = cls.model_json_schema().get("properties", {})
+    return _LIMIT_CACHE[cls]
 
 
 class AnalystOutput(RoleOutput):
     """Findings from the data evidence, plus the operators and hypotheses they suggest."""
 
-    findings: list[Sentence] = Field(default_factory=list, max_length=6)
-    operators: list[Op] = Field(default_factory=list, max_length=10)
-    hypotheses: list[Formula] = Field(default_factory=list, max_length=3)
+    findings: list[Sentence] = Field(default_factory=list, max_length=5, description="short findings, one sentence each")
+    operators: list[Op] = Field(default_factory=list, max_length=10, description="operator names the search should allow")
+    hypotheses: list[Formula] = Field(default_factory=list, max_length=3,
+                                      description="candidate equations over the input names with constants c0, c1, ...")
 
 
 class PlanOutput(RoleOutput):
-    """A search plan for one SR run (mirrors ``harness.sr.plan.SearchPlan``'s model-facing fields)."""
+    """A search plan for one SR run (mirrors ``harness.sr.plan.SearchPlan``'s model-facing fields).
 
-    rationale: str = Field("", max_length=400)
-    operators: list[Op] = Field(default_factory=list, max_length=10)
-    max_length: int = Field(25, ge=MIN_PLAN_LENGTH, le=MAX_PLAN_LENGTH)
-    hypotheses: list[Formula] = Field(default_factory=list, max_length=4)
-    features: list[Formula] = Field(default_factory=list, max_length=3)
+    The rationale comes last and is short: if a small model runs out of tokens, the plan fields are already out.
+    """
+
+    operators: list[Op] = Field(default_factory=list, max_length=10, description="operator names the engine may use")
+    max_length: int = Field(25, ge=MIN_PLAN_LENGTH, le=MAX_PLAN_LENGTH, description="maximum expression length")
+    hypotheses: list[Formula] = Field(default_factory=list, max_length=3,
+                                      description="seed equations over the input names with constants c0, c1, ...")
+    features: list[Feature] = Field(default_factory=list, max_length=2,
+                                    description="optional derived inputs such as x1*x2 or log(x1)")
+    rationale: str = Field("", max_length=160, description="one or two sentences: why this plan")
 
     @field_validator("max_length", mode="before")
     @classmethod
@@ -100,7 +130,6 @@ class PlanOutput(RoleOutput):
         text = " ".join(parts)
         return text if len(text) <= limit else text[: limit - 3] + "..."
 
-
 class RepairOutput(PlanOutput):
     """The revised plan; ``rationale`` says what changed and why."""
 
@@ -112,9 +141,11 @@ class SynthesisOutput(PlanOutput):
 class DiagnosisOutput(RoleOutput):
     """What is wrong with the branch's best equation, each issue backed by evidence."""
 
-    issues: list[Sentence] = Field(default_factory=list, max_length=5)
-    evidence: list[Sentence] = Field(default_factory=list, max_length=5)
-    missing_terms: list[Formula] = Field(default_factory=list, max_length=4)
+    issues: list[Sentence] = Field(default_factory=list, max_length=4, description="what is wrong, one sentence each")
+    evidence: list[Sentence] = Field(default_factory=list, max_length=4,
+                                     description="the metric or residual pattern each issue rests on")
+    missing_terms: list[Formula] = Field(default_factory=list, max_length=3,
+                                         description="suspected missing terms over the input names, e.g. c0*x1**2")
 
     def summary(self, limit: int = 400) -> str:
         parts = []
@@ -133,6 +164,46 @@ ROLE_OUTPUTS: dict[str, type[RoleOutput]] = {
     "repairer": RepairOutput,
     "synthesizer": SynthesisOutput,
 }
+
+
+def salvage_truncated(text: str, model: type[RoleOutput], tries: int = 6) -> RoleOutput | None:
+    """Recover a role output whose JSON was cut off (token limit): drop the unfinished last field and close the
+    object. Why: plan fields come first, so a run-on rationale must not cost the whole plan."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    body = text[start:]
+    cut = len(body)
+    for _ in range(tries):
+        cut = body.rfind(",", 0, cut)
+        if cut <= 0:
+            return None
+        try:
+            return model.model_validate(json.loads(body[:cut] + "}"))
+        except ValueError:
+            continue
+    return None
+
+
+def format_text(role: str) -> str:
+    """The output format in words (small models copy raw JSON-schema keywords into their answers)."""
+    model = output_model(role)
+    lines = []
+    example: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        schema = model.role_schema()["properties"][name]
+        if schema.get("type") == "array":
+            limit = schema.get("items", {}).get("maxLength")
+            kind = f"list of at most {schema['maxItems']} strings" + (f" (each under {limit} characters)" if limit else "")
+            example[name] = []
+        elif schema.get("type") == "integer":
+            kind = f"integer from {schema['minimum']} to {schema['maximum']}"
+            example[name] = field.default
+        else:
+            kind = f"string under {schema.get('maxLength')} characters"
+            example[name] = ""
+        lines.append(f'- "{name}": {kind}: {field.description or name}')
+    return "\n".join(lines) + "\nShape: " + json.dumps(example)
 
 
 def output_model(role: str) -> type[RoleOutput]:

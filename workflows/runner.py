@@ -33,6 +33,7 @@ from workflows.roles import (
     fallback_output,
     output_model,
     response_format,
+    salvage_truncated,
 )
 
 STATUS_COMPLETED = "completed"
@@ -216,7 +217,7 @@ class _WorkflowRun:
         messages = build_messages(role, self.prompts[role], self.task, mode=mode, **parts)
         call_seed = self.seed * 1000 + (branch.index + 1 if branch else 0) * 100 + (branch.steps if branch else 0)
         t0 = time.perf_counter()
-        text, error, ptok, ctok = "", None, 0, 0
+        text, error, ptok, ctok, salvaged = "", None, 0, 0, False
         out: RoleOutput | None = None
         try:
             response = self.llm.complete(messages, response_format=response_format(role), seed=call_seed)[0]
@@ -225,6 +226,9 @@ class _WorkflowRun:
                 error = f"{role}: model error: {response.error}"
             else:
                 out, perr = parse_json_output(text, output_model(role))
+                if out is None:
+                    out = salvage_truncated(text, output_model(role))
+                    salvaged = out is not None
                 if out is None:
                     error = f"{role}: unparseable output: {perr}"
         except Exception as exc:  # LLMError or a client bug: the run continues with the fallback
@@ -237,7 +241,7 @@ class _WorkflowRun:
         node_id = self._record(
             f"role:{role}", parent=parent, branch=branch.label if branch else None, messages=messages,
             response=text, prompt_tokens=ptok, completion_tokens=ctok, seconds=time.perf_counter() - t0,
-            error=error, info={"mode": mode, "output": out.model_dump(), "fallback": error is not None},
+            error=error, info={"mode": mode, "output": out.model_dump(), "fallback": error is not None, "salvaged": salvaged},
         )
         if branch is not None:
             branch.last_node = node_id

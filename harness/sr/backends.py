@@ -97,11 +97,10 @@ def _engine(name: str) -> Callable[..., EngineRun]:
 def _engine_seconds(plan: SearchPlan, context: AgentContext) -> float:
     """min(plan time, run seconds left); raises BudgetExhausted when too little is left to run an engine."""
     left = context.budget.seconds_left()
-    seconds = plan.time_budget if left is None else min(plan.time_budget, left)
-    if seconds < MIN_ENGINE_SECONDS:
-        raise BudgetExhausted(f"only {seconds:.1f}s of the time budget left; an engine run needs "
+    if left is not None and left < MIN_ENGINE_SECONDS:
+        raise BudgetExhausted(f"only {left:.1f}s of the time budget left; an engine run needs "
                               f"{MIN_ENGINE_SECONDS:g}s")
-    return seconds
+    return plan.time_budget if left is None else min(plan.time_budget, left)
 
 
 def run_search(

@@ -285,8 +285,13 @@ def fit_context(context: AgentContext, plan: SearchPlan, *, engine_output: bool 
 
 
 def _front_texts(reg: Any, names: list[str]) -> list[str]:
+    """Front models as text, most accurate first (so a refit cut short by time keeps the best ones)."""
     texts = []
-    for model in reg.pareto_front_:
+    def accuracy(model: dict[str, Any]) -> tuple[float, int]:
+        mse = float(model.get("mean_squared_error", math.inf))
+        return (mse if math.isfinite(mse) else math.inf, int(model.get("length", 0)))
+
+    for model in sorted(reg.pareto_front_, key=accuracy):
         try:
             texts.append(reg.get_model_string(model["tree"], MODEL_PRECISION, names=names))
         except Exception:  # a model the formatter cannot print is skipped
