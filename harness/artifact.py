@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from harness.jsonio import json_safe, write_text_atomic
 from workflows.params import SRSettings, WorkflowParams
 
 SCHEMA_VERSION = 1
@@ -41,25 +42,6 @@ _SECRET_VALUE = re.compile(
 
 class ArtifactError(ValueError):
     """A harness file that cannot be used: unreadable, wrong schema version, invalid, or modified after saving."""
-
-
-def _json_safe(obj: Any) -> Any:
-    """Plain JSON values only (non-finite floats as strings), so the digest is well defined."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else str(obj)
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return _json_safe(obj.item())
-    if isinstance(obj, np.ndarray):
-        return _json_safe(obj.tolist())
-    if obj is None or isinstance(obj, (str, int, bool)):
-        return obj
-    if isinstance(obj, BaseModel):
-        return _json_safe(obj.model_dump(mode="json"))
-    return str(obj)
 
 
 def find_secrets(obj: Any, where: str = "") -> list[str]:
@@ -153,7 +135,7 @@ class FrozenHarness(BaseModel):
     @field_validator("llm", "provenance", mode="before")
     @classmethod
     def _plain(cls, v: Any) -> Any:
-        return _json_safe(v)
+        return json_safe(v)
 
     @model_validator(mode="after")
     def _check(self) -> "FrozenHarness":
@@ -182,7 +164,7 @@ class FrozenHarness(BaseModel):
     # -- digest and files -----------------------------------------------------------------------------------
     def content(self) -> dict[str, Any]:
         """Everything but the digest, as plain JSON."""
-        return _json_safe(self.model_dump(mode="json", exclude={"digest"}))
+        return json_safe(self.model_dump(mode="json", exclude={"digest"}))
 
     def compute_digest(self) -> str:
         blob = json.dumps(self.content(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -196,16 +178,7 @@ class FrozenHarness(BaseModel):
         """Write atomically (temporary file + rename), so a reader never sees half a harness."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(self.to_json())
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        write_text_atomic(path, self.to_json())
         return path
 
     @classmethod
@@ -463,7 +436,7 @@ class Solution:
 
     def write_result(self, path: Path, base: dict[str, Any] | None = None) -> None:
         """result.json: the run state's record plus the selected expression, metrics and Pareto front."""
-        from harness.state import write_json_atomic
+        from harness.jsonio import write_json_atomic
 
         write_json_atomic(Path(path), {**(base or {}), **self.to_record()})
 

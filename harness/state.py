@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from harness.jsonio import json_restore, json_safe, write_json_atomic
 from harness.candidates import Candidate, pareto_front, select_best
 
 RESPONSE_LIMIT = 4000
@@ -38,45 +39,6 @@ def _bounded(text: str | None, limit: int = RESPONSE_LIMIT) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - 40] + f"\n... [{len(text) - limit + 40} characters cut]"
-
-
-def _json_safe(obj: Any) -> Any:
-    """Replace non-finite floats by strings so the JSON files stay strict JSON."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else str(obj)
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
-        try:
-            return _json_safe(obj.item())
-        except (TypeError, ValueError):
-            return str(obj)
-    if obj is None or isinstance(obj, (str, int, bool)):
-        return obj
-    return str(obj)
-
-
-def _json_restore(obj: Any) -> Any:
-    """Inverse of :func:`_json_safe` for the non-finite floats."""
-    if isinstance(obj, str) and obj in ("inf", "-inf", "nan"):
-        return float(obj)
-    if isinstance(obj, dict):
-        return {k: _json_restore(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_json_restore(v) for v in obj]
-    return obj
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` through a temporary file and ``os.replace``."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(_json_safe(data), fh, indent=2, ensure_ascii=False)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def task_summary(task: Any) -> dict[str, Any]:
@@ -124,12 +86,12 @@ class Node:
     info: dict[str, Any] = field(default_factory=dict)
 
     def to_record(self) -> dict[str, Any]:
-        return _json_safe(asdict(self))
+        return json_safe(asdict(self))
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> "Node":
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in _json_restore(record).items() if k in known})
+        return cls(**{k: v for k, v in json_restore(record).items() if k in known})
 
 
 class SearchRunState:
@@ -389,7 +351,7 @@ class SearchRunState:
         state.run_dir = run_dir
         run_file = run_dir / RUN_FILE
         if run_file.exists():
-            run = _json_restore(json.loads(run_file.read_text(encoding="utf-8")))
+            run = json_restore(json.loads(run_file.read_text(encoding="utf-8")))
             state.task = run.get("task", {})
             state.config = run.get("config", {})
             state.started = run.get("started", state.started)

@@ -45,10 +45,12 @@ SEEDED = (lambda X: 1.7 * X[:, 0] * np.exp(-0.8 * X[:, 1]) * np.sin(X[:, 2]) + 0
 
 def test_seeds_injected_by_warm_start_help():
     task = make_task(SEEDED, 0.5, 3, 3)
-    base = {"time_budget": 5, "generations": 3, "population_size": 100, "seed": 1}
+    base = {"time_budget": 5, "generations": 3, "population_size": 100, "seed": 1,
+            "operators": ["add", "sub", "mul", "div", "cos"]}  # the seed's exp and sin are added for it
     unseeded = run_search(base, AgentContext(task))
     seeded = run_search({**base, "seeds": ["x0*exp(-x1)*sin(x2)"]}, AgentContext(task))
     assert seeded.info["n_injected"] == 1
+    assert "exp" in seeded.info["allowed_symbols"] and "sin" in seeded.info["allowed_symbols"]
     assert engine_best(unseeded.candidates).metric("valid") > 1e-4
     assert engine_best(seeded.candidates).metric("valid") < 1e-10  # the GP's own output, not just the seed
     assert any(c.source == "seed" for c in seeded.candidates)

@@ -32,7 +32,8 @@ def no_pysr(monkeypatch):
 
 def test_plan_translation():
     plan = SearchPlan(operators=["add", "sub", "mul", "div", "pow", "sin", "square", "cube"], max_length=25,
-                      max_depth=8, generations=40, population_size=50, seeds=["x*v**2"], loss="relative", seed=3,
+                      max_depth=8, generations=40, population_size=50, seeds=["x*v**2", "c0*exp(-c1*v)"],
+                      loss="relative", seed=3,
                       extras={"parsimony": 0.01, "bogus": 1})
     warnings: list[str] = []
     kw = pysr_kwargs(plan, ["x", "v"], 12.0, warnings)
@@ -41,7 +42,7 @@ def test_plan_translation():
     assert (kw["maxsize"], kw["maxdepth"], kw["niterations"], kw["population_size"]) == (25, 8, 40, 50)
     assert kw["timeout_in_seconds"] == 12.0
     assert kw["deterministic"] is True and kw["parallelism"] == "serial" and kw["random_state"] == 3
-    assert kw["guesses"] == ["v^2*x"]
+    assert kw["guesses"] == ["v^2*x", "1.0*exp(-1.0*v)"]  # PySR knows no c0: starting values written in
     assert "target" in kw["elementwise_loss"] and kw["parsimony"] == 0.01
     assert warnings == ["pysr: ignored extra 'bogus'"]
 
@@ -106,9 +107,11 @@ class FakePySR:
 
 def test_adapter_turns_equations_into_refitted_candidates(monkeypatch):
     monkeypatch.setattr(pysr_backend, "import_pysr", lambda: FakePySR)
-    plan = SearchPlan(seeds=["x*v"], time_budget=5)
+    plan = SearchPlan(seeds=["c0*x*v + c1"], time_budget=5)
     run = run_pysr(plan, AgentContext(make_task()), max_seconds=5)
-    assert FakePySR.last_kwargs["guesses"] == ["v*x"] and FakePySR.last_kwargs["deterministic"] is True
+    guess = FakePySR.last_kwargs["guesses"][0]  # the fitted seed, constants written in
+    assert "c0" not in guess and abs(float(guess.split("*")[0]) - 2.0) < 1e-9
+    assert FakePySR.last_kwargs["deterministic"] is True
     pysr = [c for c in run.candidates if c.source == "pysr"]
     assert len(pysr) == 3
     best = min(pysr, key=lambda c: c.sort_key())

@@ -31,13 +31,13 @@ from harness.candidates import Candidate
 from harness.context import AgentContext, evaluate_candidate
 from harness.expression import Expression, ExpressionError, parse_expression
 from harness.sr.backends import BackendUnavailable, EngineRun
-from harness.sr.plan import SearchPlan
+from harness.sr.plan import SearchPlan, operators_in
 
 __all__ = ["run_operon", "operon_kwargs", "OPERON_SYMBOLS", "compute_features", "feature_column_names",
            "substitute_features", "sympy_to_tree", "engine_candidates", "seed_candidates", "fit_context"]
 
 SOURCE = "operon"
-DEFAULT_OPTIMIZER_ITERATIONS = 10
+DEFAULT_OPTIMIZER_ITERATIONS = 25  # 10 and 50 recovered fewer benchmark tasks at 10 s (scripts/bench_engines.py)
 MODEL_PRECISION = 9  # decimals written by the formatter; float32 holds ~7 significant digits anyway
 UNIT_TOLERANCE = 1e-5  # |w| within this of 1 counts as a unit weight (float32 prints 1 as 0.99999994)
 REFIT_SECONDS = 1.0  # per front model; the GP's constants are a good start, so one LM start suffices
@@ -253,6 +253,17 @@ def _seed_individuals(op: Any, reg: Any, seeds: list[Candidate], names: list[str
     return out
 
 
+def _seed_operators(seeds: list[Candidate], variables: list[str]) -> set[str]:
+    """Operators the seeds use: the GP gets them too, so it can vary the seeds' own building blocks."""
+    found: set[str] = set()
+    for cand in seeds:
+        try:
+            found |= operators_in(cand.expression, variables)
+        except ExpressionError:
+            continue
+    return found
+
+
 def _scaled_r2(pred: np.ndarray, y: np.ndarray) -> float:
     """R² after the least-squares scale and offset Operon applies (its r2 objective)."""
     if not np.all(np.isfinite(pred)) or np.ptp(pred) == 0:
@@ -379,7 +390,9 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
 
     reserve = min(0.3 * total, 0.5 + 0.1 * total)  # time kept for the float64 refit of the front
     gp_seconds = int(max(1.0, math.floor(total - reserve - (time.perf_counter() - t0))))
-    kwargs = operon_kwargs(plan, gp_seconds, warnings)
+    seed_ops = _seed_operators(usable_seeds, context.variables) - set(plan.operators)
+    search_plan = plan.model_copy(update={"operators": plan.operators + sorted(seed_ops)}) if seed_ops else plan
+    kwargs = operon_kwargs(search_plan, gp_seconds, warnings)
     info: dict[str, Any] = {"gp_seconds": gp_seconds, "allowed_symbols": kwargs["allowed_symbols"],
                             "features": features, "n_seeds": len(usable_seeds)}
 

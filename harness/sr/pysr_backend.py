@@ -61,13 +61,17 @@ def import_pysr() -> Any:
 
 
 def _julia_guess(text: str, variables: list[str]) -> str:
-    """A seed in Julia syntax (``^`` for powers) for PySR's ``guesses``."""
-    return str(parse_expression(text, variables)).replace("**", "^")
+    """A seed in Julia syntax for PySR's ``guesses``: free parameters written in (PySR knows no c0), ``^``."""
+    expr = parse_expression(text, variables)
+    return expr.to_string(expr.initial_params if expr.n_params else None).replace("**", "^")
 
 
 def pysr_kwargs(plan: SearchPlan, variable_names: list[str], max_seconds: float,
-                warnings: list[str] | None = None) -> dict[str, Any]:
-    """PySRRegressor keyword arguments for ``plan`` (before filtering by the installed version's signature)."""
+                warnings: list[str] | None = None, guesses: list[str] | None = None) -> dict[str, Any]:
+    """PySRRegressor keyword arguments for ``plan`` (before filtering by the installed version's signature).
+
+    ``guesses`` (engine grammar) default to the plan's seeds; pass fitted seeds to start PySR from their constants.
+    """
     warnings = warnings if warnings is not None else []
     binary = [_BINARY[o] for o in plan.operators if o in _BINARY]
     unary = list(dict.fromkeys(_UNARY[o] for o in plan.operators if o in _UNARY))
@@ -91,8 +95,9 @@ def pysr_kwargs(plan: SearchPlan, variable_names: list[str], max_seconds: float,
     }
     if plan.loss == "relative":
         kwargs["elementwise_loss"] = _RELATIVE_LOSS
-    if plan.seeds:
-        kwargs["guesses"] = [_julia_guess(s, variable_names) for s in plan.seeds]
+    guesses = plan.seeds if guesses is None else guesses
+    if guesses:
+        kwargs["guesses"] = [_julia_guess(g, variable_names) for g in guesses]
     for key, value in plan.extras.items():
         kind = _EXTRAS.get(key)
         if kind is None:
@@ -135,7 +140,9 @@ def run_pysr(plan: SearchPlan, context: AgentContext, *, max_seconds: float | No
     X_eng = np.column_stack([X, extra]) if features else X
     seeds = seed_candidates(plan.seeds, fit_context(context, plan), "seed", warnings)
 
-    kwargs = pysr_kwargs(plan, names, max(1.0, 0.8 * total - (time.perf_counter() - t0)), warnings)
+    fitted = [c.equation for c in seeds if math.isfinite(c.metric("train", "nmse"))]
+    kwargs = pysr_kwargs(plan, names, max(1.0, 0.8 * total - (time.perf_counter() - t0)), warnings,
+                         guesses=fitted)
     model = regressor_cls(**supported_kwargs(regressor_cls, kwargs, warnings))
     try:
         model.fit(X_eng, y)
