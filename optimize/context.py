@@ -77,10 +77,13 @@ def llm_identity(llm_config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def backend_settings(backend_config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(backend name, SR settings) from a ``conf/backend/*.yaml`` mapping."""
+    """(backend name, SR settings) from a ``conf/backend/*.yaml`` mapping; the settings are validated and written
+    out in full (``workflows.params.SRSettings``), so equal settings always give equal harness digests."""
+    from workflows.params import SRSettings
+
     data = dict(backend_config)
     name = str(data.pop("name", "operon"))
-    return name, data
+    return name, SRSettings.coerce(data).model_dump(mode="json")
 
 
 def default_prompts() -> dict[str, str]:

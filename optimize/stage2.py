@@ -19,6 +19,7 @@ import logging
 import os
 import random
 import socket
+import time
 from typing import Any
 
 import optuna
@@ -69,20 +70,37 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _split_worker(worker: str) -> tuple[str, int | None]:
+    w_host, _, pid = str(worker).rpartition(":")
+    return w_host, int(pid) if pid.isdigit() else None
+
+
 def fail_dead_trials(study: optuna.Study, max_retry: int = 1) -> list[int]:
-    """Fail RUNNING trials whose worker process (on this host) is gone, and re-queue their parameters."""
-    host = socket.gethostname()
+    """Fail RUNNING trials left by a dead process on this host, and re-queue their parameters.
+
+    A trial names its worker (``host:pid``) first thing; one killed before that has no name, and counts as dead
+    when every worker that ever joined the study ran on this host and none of them is alive. Workers on other
+    hosts are left to Optuna's heartbeat (``stage2.heartbeat_interval``).
+    """
+    host, me = socket.gethostname(), os.getpid()
+    joined = [_split_worker(k.split("/", 1)[1]) for k in study.user_attrs if k.startswith("worker/")]
+    others_alive = any(h != host or (p not in (None, me) and _pid_alive(p)) for h, p in joined)
     failed = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        worker = str(trial.user_attrs.get("worker", ""))
-        w_host, _, pid = worker.rpartition(":")
-        if w_host != host or not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+        worker = trial.user_attrs.get("worker")
+        if worker is None:
+            dead = not others_alive
+        else:
+            w_host, pid = _split_worker(worker)
+            dead = w_host == host and pid is not None and pid != me and not _pid_alive(pid)
+        if not dead:
             continue
         study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
         RetryFailedTrialCallback(max_retry=max_retry)(study, study._storage.get_trial(trial._trial_id))
         failed.append(trial.number)
     if failed:
         log.warning("stage 2: failed and re-queued trials %s left RUNNING by a dead process", failed)
+    study.set_user_attr(f"worker/{worker_id()}", time.time())
     return failed
 
 

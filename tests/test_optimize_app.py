@@ -47,6 +47,24 @@ def trials(db: Path) -> list[tuple[int, str, float | None]]:
     return [(n, s, v) for n, s, v in rows]
 
 
+def running_with_one_task_done(db: Path, run_dir: Path) -> int | None:
+    """Number of a RUNNING trial that has sampled its parameters and finished a task run, if there is one."""
+    try:
+        with sqlite3.connect(db, timeout=30) as conn:
+            rows = conn.execute(
+                "SELECT t.number FROM trials t WHERE t.state = 'RUNNING' AND "
+                "EXISTS (SELECT 1 FROM trial_params p WHERE p.trial_id = t.trial_id)").fetchall()
+    except sqlite3.OperationalError:
+        return None  # tables not created yet
+    trace = run_dir / "trace.jsonl"
+    if not rows or not trace.exists():
+        return None
+    labels = [json.loads(x).get("label") for x in trace.read_text().splitlines() if x.endswith("}")]
+    done = sum(1 for n, in rows for label in labels if label == f"trial {n}")
+    complete = sum(1 for _, s, _ in trials(db) if s == "COMPLETE")
+    return rows[0][0] if done and complete >= 2 else None
+
+
 def paid_runs(run_dir: Path) -> list[tuple[str, str, int]]:
     """(digest, task, seed) of every evaluation that ran the workflow (not a cache hit), from trace.jsonl."""
     lines = [json.loads(x) for x in (run_dir / "trace.jsonl").read_text().splitlines() if x.strip()]
@@ -56,39 +74,47 @@ def paid_runs(run_dir: Path) -> list[tuple[str, str, int]]:
 def test_stage2_killed_with_sigkill_resumes_without_redoing_trials(tmp_path):
     run_dir = tmp_path / "run"
     args = ["stage=search", *TINY, "llm.extra.fn=optimize.toy:respond_slow", "optimize.stage2.n_trials=6",
-            "optimize.stage2.n_startup_trials=6", "optimize.stage2.adapt_steps=0", f"hydra.run.dir={run_dir}"]
+            "optimize.stage2.n_startup_trials=6", "optimize.stage2.adapt_steps=0",
+            "optimize.stage2.bounds.branches=[1,2]", "optimize.stage2.bounds.discussion_rounds=[0,1]",
+            f"hydra.run.dir={run_dir}"]
     proc = subprocess.Popen([sys.executable, "-m", "optimize", *args], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     db = run_dir / "optuna.db"
     deadline = time.time() + 240
     try:
-        while time.time() < deadline:
-            if db.exists():
-                try:
-                    if sum(1 for _, s, _ in trials(db) if s == "COMPLETE") >= 2:
-                        break
-                except sqlite3.OperationalError:
-                    pass  # tables not created yet
+        while time.time() < deadline:  # kill -9 inside a trial that has run one of its two tasks
+            if db.exists() and running_with_one_task_done(db, run_dir) is not None:
+                break
             assert proc.poll() is None, "the run ended before it could be killed"
-            time.sleep(0.05)
+            time.sleep(0.02)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
     before = trials(db)
     done_before = {n: v for n, s, v in before if s == "COMPLETE"}
-    assert 2 <= len(done_before) < 6
+    killed = [n for n, s, _ in before if s == "RUNNING"]
+    assert 2 <= len(done_before) < 6 and len(killed) == 1
     assert not (run_dir / "stage2_search.json").exists()
+    paid_before = paid_runs(run_dir)
 
     run_app(*args)
     after = trials(db)
     done_after = {n: v for n, s, v in after if s == "COMPLETE"}
     assert len(done_after) == 6  # exactly n_trials: the finished ones were kept, only the rest was run
     assert all(done_after[n] == v for n, v in done_before.items())
-    assert not [n for n, s, _ in after if s == "RUNNING"]
-    killed = [n for n, s, _ in before if s == "RUNNING"]
-    assert len([n for n, s, _ in after if s == "FAIL"]) == len(killed)  # a trial cut by the kill is failed, re-queued
+    assert [n for n, s, _ in after if s == "FAIL"] == killed  # the trial cut by the kill is failed ...
+    import optuna
+
+    study = optuna.load_study(study_name="harness-sr-stage2", storage=f"sqlite:///{db}")
+    retry = [t for t in study.trials if t.system_attrs.get("failed_trial") == killed[0]]
+    assert len(retry) == 1 and retry[0].state.name == "COMPLETE"  # ... and re-run with the same parameters
+    assert retry[0].params == study.trials[killed[0]].params
+    lines = [json.loads(x) for x in (run_dir / "trace.jsonl").read_text().splitlines()]
+    again = [x for x in lines if x["label"] == f"trial {retry[0].number}"]
+    assert [x["cached"] for x in again].count(True) >= 1  # the task finished before the kill was not rerun
     paid = paid_runs(run_dir)
     assert len(paid) == len(set(paid))  # no (harness, task, seed) ran twice across the two processes
+    assert set(paid_before) <= set(paid)
     with sqlite3.connect(run_dir / "evals.db") as conn:
         assert conn.execute("SELECT COUNT(*) FROM evals").fetchone()[0] == len(paid)
     result = json.loads((run_dir / "stage2_search.json").read_text())
@@ -150,3 +176,22 @@ def test_presets_compose_and_validate(preset):
         assert s1.max_solver_runs == 1792
         assert s1.max_solver_runs + settings.stage2.max_solver_runs == 2752
         assert s1.max_solver_runs + settings.stage2.max_solver_runs + settings.stage3.max_solver_runs == 4728
+
+
+def test_stages_run_as_separate_processes_on_one_folder(tmp_path):
+    run_dir = tmp_path / "run"
+    for stage in ("init", "search", "refine", "freeze"):
+        run_app(f"stage={stage}", *TINY, "optimize.freeze.evaluate=[baseline,refine]", f"hydra.run.dir={run_dir}")
+    s1 = json.loads((run_dir / "stage1_init.json").read_text())
+    s2 = json.loads((run_dir / "stage2_search.json").read_text())
+    s3 = json.loads((run_dir / "stage3_refine.json").read_text())
+    pooled = {tuple(texts) for texts in s1["pool"].values()}
+    chosen = s2["chosen"]["prompt_index"]
+    assert all(any(len(p) > chosen[r] for p in pooled) for r in chosen)
+    assert s3["members"][0]["digest"] == s2["harness"]["digest"]  # stage 3 started from stage 2's harness
+    harness = FrozenHarness.load(run_dir / "harness.json")
+    assert set(harness.provenance["scores"]) == {"baseline", "refine"}
+    # rerunning a finished stage without optimize.force is a no-op
+    paid = len(paid_runs(run_dir))
+    run_app("stage=search", *TINY, f"hydra.run.dir={run_dir}")
+    assert len(paid_runs(run_dir)) == paid

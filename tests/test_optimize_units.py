@@ -7,6 +7,7 @@ workflow has the Analyst on (stage 2), so the right answer of every stage is kno
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -234,3 +235,33 @@ def test_pareto_set_keeps_per_task_winners_only():
 
     members = [member({"a": 1, "b": 0}), member({"a": 0, "b": 1}), member({"a": 0, "b": 0}), member({"a": 1, "b": 0})]
     assert pareto_members(members) == {0: 1, 1: 1, 3: 1}
+
+
+def test_dead_workers_trials_are_failed_and_requeued_but_live_ones_kept(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    import optuna
+
+    from optimize.stage2 import fail_dead_trials
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'o.db'}", study_name="s")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    host = socket.gethostname()
+    orphan = study.ask()  # killed before it named its worker
+    gone = study.ask({"x": optuna.distributions.IntDistribution(0, 3)})
+    gone.set_user_attr("worker", f"{host}:{int(dead.stdout)}")
+    alive = study.ask()
+    alive.set_user_attr("worker", f"{host}:{os.getppid()}")
+    assert sorted(fail_dead_trials(study)) == [orphan.number, gone.number]
+    states = {t.number: t.state.name for t in study.trials}
+    assert states[alive.number] == "RUNNING" and states[orphan.number] == states[gone.number] == "FAIL"
+    waiting = [t for t in study.trials if t.state.name == "WAITING"]
+    assert [t.params for t in waiting if t.system_attrs["failed_trial"] == gone.number] == [gone.params]
+    # a second worker that joins while this one lives leaves unnamed RUNNING trials alone
+    study2 = optuna.create_study(storage=f"sqlite:///{tmp_path / 'o2.db'}", study_name="s")
+    study2.set_user_attr(f"worker/{host}:{os.getppid()}", 0.0)
+    study2.ask()
+    assert fail_dead_trials(study2) == []

@@ -6,7 +6,6 @@ import json
 import sys
 
 import numpy as np
-import pytest
 
 import harness.sr.tools  # noqa: F401  (registers the tools)
 from harness.context import AgentContext, Budget, BudgetTracker, evaluate_candidate
