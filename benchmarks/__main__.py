@@ -1,4 +1,4 @@
-"""Command line: ``python -m benchmarks list | show <suite> | export <suite> <out_dir>``.
+"""Command line: ``python -m benchmarks list | show <suite> | export <suite> <out_dir> | run <suite> <out_dir>``.
 
 Suite options are given as ``key=value`` (lists comma-separated), e.g.
 ``python -m benchmarks show synthetic n_per_domain=1 domains=physics,materials``.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any, Sequence
 
 from benchmarks import SUITES, _suite, list_suites, load_suite
@@ -64,6 +65,29 @@ def cmd_export(args: argparse.Namespace) -> None:
         print(folder)
 
 
+def cmd_run(args: argparse.Namespace) -> None:
+    """Solve every task of a suite with a frozen harness; resumable; prints the per-task table."""
+    from benchmarks.runner import markdown_table, run_benchmark
+    from harness.artifact import FrozenHarness
+
+    tasks = _load(args)
+    harness = FrozenHarness.resolve(args.harness)
+    llm: dict[str, Any] | None = None
+    if args.llm or args.base_url or args.model:
+        llm = {k: v for k, v in {"provider": args.llm, "base_url": args.base_url, "model": args.model}.items() if v}
+    sr = {"time_budget": args.time_budget} if args.time_budget else None
+
+    def progress(record: dict[str, Any]) -> None:
+        acc = record.get("metrics", {}).get("test_id", {}).get("acc_0.01")
+        print(f"{record['task']}: {record.get('status')} acc_0.01_id={acc} {record.get('seconds')}s "
+              f"{record.get('equation') or record.get('error', '')}", flush=True)
+
+    table = run_benchmark(harness, tasks, args.out_dir, seed=args.seed, llm=llm, sr_settings=sr, on_record=progress)
+    text = markdown_table(table)
+    (Path(args.out_dir) / "table.md").write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description="Benchmark suites as SR tasks.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -86,6 +110,19 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--name", action="append", help="only this task (repeatable)")
     export.add_argument("options", nargs="*", metavar="key=value", help="suite options")
     export.set_defaults(func=cmd_export)
+
+    run = sub.add_parser("run", help="solve a suite with a frozen harness (resumable) and print the table")
+    run.add_argument("suite", help=f"one of {', '.join(SUITES)}")
+    run.add_argument("out_dir", help="output folder: results.jsonl, table.md, runs/<task>/")
+    run.add_argument("--name", action="append", help="only this task (repeatable)")
+    run.add_argument("--harness", default="default", help="'default' or a harness JSON file")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--llm", default=None, help="provider override: local | openai | vllm")
+    run.add_argument("--base-url", default=None, help="OpenAI-compatible server URL")
+    run.add_argument("--model", default=None, help="model name (server) or path (local / vllm)")
+    run.add_argument("--time-budget", type=float, default=None, help="seconds per SR run (harness default otherwise)")
+    run.add_argument("options", nargs="*", metavar="key=value", help="suite options")
+    run.set_defaults(func=cmd_run)
     return parser
 
 

@@ -47,10 +47,11 @@ def evaluate_stages(ctx: OptimizeContext, specs: dict[str, HarnessSpec]) -> dict
         if stage not in specs or stage not in f.evaluate:
             continue
         spec = specs[stage]
-        train = ctx.evaluator.evaluate(spec, ctx.tasks.train, ctx.seeds, stage=STAGE, label=f"{stage} train") \
-            if f.train else None
-        held = ctx.evaluator.evaluate(spec, ctx.tasks.heldout, ctx.seeds, stage=STAGE, label=f"{stage} heldout") \
-            if f.heldout and ctx.tasks.heldout else None
+        train = held = None
+        if f.train:
+            train = ctx.evaluator.evaluate(spec, ctx.tasks.train, ctx.seeds, stage=STAGE, label=f"{stage} train")
+        if f.heldout and ctx.tasks.heldout:
+            held = ctx.evaluator.evaluate(spec, ctx.tasks.heldout, ctx.seeds, stage=STAGE, label=f"{stage} heldout")
         rows[stage] = {"title": STAGE_TITLES[stage], "digest": spec.digest(),
                        "workflow": list(spec.workflow.as_tuple()), "train": _row(train), "heldout": _row(held)}
         log.info("freeze: %s train %.3f held-out %s", stage, train.score if train else float("nan"),

@@ -257,8 +257,8 @@ def adapt(ctx: OptimizeContext, spec: HarnessSpec, batch: list[Any]) -> tuple[Ha
         roles = roles[: s.adapt_roles]
     current = ctx.evaluator.evaluate(spec, batch, ctx.seeds, stage=STAGE, label="adapt base")
     log_rows: list[dict[str, Any]] = []
-    context = f"The role runs inside the workflow w={spec.workflow.as_tuple()} (analyst, branches, repair rounds, " \
-              "discussion rounds, synthesizer)."
+    context = (f"The role runs inside the workflow w={spec.workflow.as_tuple()} (analyst, branches, repair rounds, "
+               "discussion rounds, synthesizer).")
     for step in range(s.adapt_steps):
         for role in roles:
             feedback = discovery_feedback(current.records, ctx.task_index, ctx.settings.rewrite.feedback_chars)

@@ -75,14 +75,18 @@ def load_task_sets(benchmark: Mapping[str, Any], n_train: int, n_heldout: int, s
         train = _shuffled(load_at_least(train_spec["suite"], train_spec.get("options", {}), n_train), split_seed)
         train = train[:n_train]
         names = {t.name for t in train}
-        held = load_at_least(held_spec["suite"], held_spec.get("options", {}), n_heldout + len(names))
+        held = load_at_least(held_spec["suite"], held_spec.get("options", {}), n_heldout)
+        overlap = sum(t.name in names for t in held)
+        if overlap and len(held) - overlap < n_heldout:  # same names in both sets: load more, then drop them
+            held = load_at_least(held_spec["suite"], held_spec.get("options", {}), n_heldout + overlap)
         held = [t for t in _shuffled(held, split_seed + 1) if t.name not in names][:n_heldout]
     else:
         pool = _shuffled(load_at_least(train_spec["suite"], train_spec.get("options", {}), n_train + n_heldout),
                          split_seed)
         train, held = pool[:n_train], pool[n_train : n_train + n_heldout]
-    if len(train) < n_train:
-        log.warning("benchmark has %d training tasks, %d were asked for", len(train), n_train)
+    if len(train) < n_train or len(held) < n_heldout:
+        log.warning("benchmark %r gives %d training / %d held-out tasks, %d / %d were asked for",
+                    benchmark.get("name"), len(train), len(held), n_train, n_heldout)
     if not train:
         raise ValueError(f"benchmark {benchmark.get('name')!r} gave no training tasks")
     return TaskSets(train=train, heldout=held)

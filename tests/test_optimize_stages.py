@@ -28,8 +28,9 @@ TASKS = TaskSets(toy.toy_tasks(5), toy.toy_tasks(2, offset=100))
 def make_ctx(tmp_path: Path, overrides: dict):
     settings = OptimizeSettings.model_validate(overrides)
     llm = ScriptedLLM(fn=toy.respond)
-    ctx = build_context(tmp_path, settings, llm_config={"provider": "scripted", "extra": {"fn": "optimize.toy:respond"}},
-                        backend_config=SR, benchmark_config={}, llm=llm, tasks=TASKS)
+    llm_config = {"provider": "scripted", "extra": {"fn": "optimize.toy:respond"}}
+    ctx = build_context(tmp_path, settings, llm_config=llm_config, backend_config=SR, benchmark_config={}, llm=llm,
+                        tasks=TASKS)
     return ctx, llm
 
 

@@ -30,7 +30,7 @@ from workflows.params import WorkflowParams, expected_llm_calls, expected_solver
 
 PHRASE = "periodic hypothesis"
 ROLES = ("analyst", "planner", "diagnoser", "repairer", "synthesizer")
-SEED_PROMPTS = {r: f"You are the {r.title()} of a symbolic regression team. Do the {r} job well and briefly." for r in ROLES}
+SEED_PROMPTS = {r: f"You are the {r.title()} of a symbolic regression team. Do the {r} job well." for r in ROLES}
 
 
 def make_tasks(n: int, prefix: str = "t") -> list[Task]:
@@ -211,8 +211,8 @@ def test_fixed_pool_space_is_a_seeded_presample(tmp_path):
 
 @pytest.mark.parametrize("feedback", ["sr_diagnostics", "traces"])
 def test_stage3_keeps_a_rewrite_only_when_it_wins_on_the_holdout_slice(tmp_path, feedback):
-    ctx, _ = context(tmp_path, planner_rule, {"stage3": {"steps": 2, "minibatch": 1, "holdout": 2, "feedback": feedback}},
-                     n_train=5)
+    overrides = {"stage3": {"steps": 2, "minibatch": 1, "holdout": 2, "feedback": feedback}}
+    ctx, _ = context(tmp_path, planner_rule, overrides, n_train=5)
     start = ctx.base.with_workflow(WorkflowParams.from_tuple((0, 1, 0, 0, 0)))
     result = run_stage3(ctx, start)
     assert result["members"][0]["holdout_score"] == 0.0

@@ -1,0 +1,189 @@
+"""Run a frozen harness over a task set and tabulate the results, the way papers report them.
+
+Each task's record is appended to ``results.jsonl`` as soon as it finishes, and a rerun with the same output
+folder skips tasks already recorded — a killed benchmark loses at most the task in flight. A task that fails
+(dead LLM server, engine crash) is recorded with its error and scored as a miss, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from harness.jsonio import json_safe
+from harness.task import Task
+
+REPORT_METRICS = ("acc_0.01", "acc_0.001", "nmse")
+SPLITS = ("test_id", "test_ood")
+
+
+def _metric(record: dict[str, Any], split: str, name: str) -> float:
+    value = record.get("metrics", {}).get(split, {}).get(name)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return value
+
+
+def task_record(task: Task, solution: Any, seconds: float) -> dict[str, Any]:
+    """One row of the benchmark: the selected equation, metrics per split and costs."""
+    return {
+        "task": task.name,
+        "domain": task.domain,
+        "status": getattr(solution, "status", "ok"),
+        "equation": solution.equation,
+        "ground_truth": task.ground_truth,
+        "complexity": solution.complexity,
+        "metrics": solution.metrics,
+        "llm_calls": solution.llm_calls,
+        "solver_runs": solution.solver_runs,
+        "seconds": round(seconds, 2),
+        "run_dir": str(solution.run_dir) if solution.run_dir else None,
+    }
+
+
+def failure_record(task: Task, error: str, seconds: float) -> dict[str, Any]:
+    return {
+        "task": task.name,
+        "domain": task.domain,
+        "status": "error",
+        "error": error,
+        "equation": None,
+        "ground_truth": task.ground_truth,
+        "metrics": {},
+        "llm_calls": None,
+        "solver_runs": None,
+        "seconds": round(seconds, 2),
+    }
+
+
+def load_records(path: Path) -> list[dict[str, Any]]:
+    """Records written so far; a torn last line (killed mid-write) is ignored."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def run_benchmark(
+    harness: Any,
+    tasks: Sequence[Task],
+    out_dir: str | Path,
+    *,
+    seed: int = 0,
+    llm: Any = None,
+    backend: str | None = None,
+    sr_settings: dict[str, Any] | None = None,
+    budget: Any = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> pd.DataFrame:
+    """Solve every task with ``harness`` (a FrozenHarness), appending records; returns the per-task table."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "results.jsonl"
+    done = {r["task"] for r in load_records(results)}
+    client = None
+    if llm is not None and not hasattr(llm, "complete"):
+        from harness.llm.config import make_llm
+
+        client = make_llm(harness.llm_config(llm))
+    for task in tasks:
+        if task.name in done:
+            continue
+        start = time.monotonic()
+        try:
+            solution = harness.solve(
+                task,
+                llm=client or llm,
+                backend=backend,
+                budget=budget,
+                run_dir=out / "runs" / task.name,
+                seed=seed,
+                sr_settings=sr_settings,
+            )
+            record = task_record(task, solution, time.monotonic() - start)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # a failed task is a recorded miss, never a lost benchmark
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            record = failure_record(task, detail, time.monotonic() - start)
+        with open(results, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(json_safe(record)) + "\n")
+            fh.flush()
+        if on_record:
+            on_record(record)
+    if client is not None:
+        client.close()
+    names = {t.name for t in tasks}
+    return results_table([r for r in load_records(results) if r["task"] in names])
+
+
+def results_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Per-task table: accuracy and NMSE on ID and OOD, LLM calls, seconds (failures count as misses)."""
+    rows = []
+    for r in records:
+        row: dict[str, Any] = {"task": r["task"], "domain": r.get("domain", ""), "status": r.get("status", "")}
+        for split in SPLITS:
+            tag = "id" if split == "test_id" else "ood"
+            for name in REPORT_METRICS:
+                value = _metric(r, split, name)
+                if name.startswith("acc") and math.isnan(value):
+                    value = 0.0  # a task without a result is a miss
+                row[f"{name}_{tag}"] = value
+        row["llm_calls"] = r.get("llm_calls")
+        row["seconds"] = r.get("seconds")
+        row["equation"] = r.get("equation")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summary_row(table: pd.DataFrame) -> dict[str, float]:
+    """Task-set score: means of the accuracies, medians of NMSE, means of costs."""
+    out: dict[str, float] = {"tasks": float(len(table))}
+    for col in table.columns:
+        if col.startswith("acc_"):
+            out[col] = float(table[col].mean())
+        elif col.startswith("nmse_"):
+            out[f"median_{col}"] = float(table[col].median())
+    for col in ("llm_calls", "seconds"):
+        out[f"mean_{col}"] = float(pd.to_numeric(table[col], errors="coerce").mean())
+    return out
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    """The per-task table plus a mean row, as Markdown (for notes and reports)."""
+    cols = ["task", "acc_0.01_id", "acc_0.001_id", "acc_0.01_ood", "acc_0.001_ood", "nmse_id", "nmse_ood",
+            "llm_calls", "seconds"]
+    shown = table[[c for c in cols if c in table.columns]].copy()
+    lines = ["| " + " | ".join(shown.columns) + " |", "|" + "---|" * len(shown.columns)]
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3g}" if not math.isnan(v) else "nan"
+        return str(v)
+
+    for _, row in shown.iterrows():
+        lines.append("| " + " | ".join(fmt(v) for v in row.values) + " |")
+    summary = summary_row(table)
+    mean_cells = ["**mean**"]
+    for c in shown.columns[1:]:
+        if c.startswith("acc_"):
+            mean_cells.append(f"{summary[c]:.3g}")
+        elif c.startswith("nmse_"):
+            mean_cells.append(f"median {summary['median_' + c]:.3g}")
+        else:
+            mean_cells.append(f"{summary['mean_' + c]:.3g}")
+    lines.append("| " + " | ".join(mean_cells) + " |")
+    return "\n".join(lines)
