@@ -262,7 +262,7 @@ class Evaluator:
         key = task_key(task)
         data = self.cache.get(digest, key, seed)
         if data is not None:
-            record = EvalRecord.from_dict(data, cached=True)
+            record = self._rescored(EvalRecord.from_dict(data, cached=True))
             record.label = label or record.label
             self.session["cache_hits"] += 1
             self._trace(record, stage)
@@ -284,6 +284,16 @@ class Evaluator:
             if theirs is not None:
                 record = EvalRecord.from_dict(theirs, cached=True)
         self._trace(record, stage)
+        return record
+
+    def _rescored(self, record: EvalRecord) -> EvalRecord:
+        """A cached record scored with this evaluator's metric (rows keep every split's metrics, so a run with
+        another ``metric`` / ``score_split`` reuses them without running anything)."""
+        if record.metric == self.metric and record.split in (self.score_split, "valid"):
+            return record
+        split = self.score_split if self.score_split in record.metrics else "valid"
+        record.score = _finite_or_none(record.metrics.get(split, {}).get(self.metric)) or 0.0
+        record.metric, record.split = self.metric, split
         return record
 
     def _run(self, spec: HarnessSpec, task: Any, seed: int, *, stage: str, label: str) -> EvalRecord:
@@ -329,7 +339,7 @@ class Evaluator:
         metrics: dict[str, dict[str, float]] = {}
         if best is not None:
             metrics = {
-                s: {k: v for k, v in m.items() if k in ("nmse", "r2", "mse", "acc_0.1", "acc_0.01", "acc_0.001")}
+                s: {k: float(v) for k, v in m.items() if isinstance(v, (int, float))}
                 for s, m in best.metrics.items()
             }
             score = _finite_or_none(best.metrics.get(split, {}).get(self.metric)) or 0.0

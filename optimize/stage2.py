@@ -9,21 +9,23 @@ briefly adapted: a stage-1-style rewrite of its prompts inside the chosen workfl
 Resumable and shareable: the study lives in an RDB (``sqlite:///<run>/optuna.db`` or ``optimize.storage``) under a
 fixed name with ``load_if_exists``; the run continues until ``n_trials`` trials are COMPLETE in total, so finished
 trials are never redone. RUNNING trials left by a dead process on this host are failed and re-queued with their
-parameters at start (optionally, for many hosts, Optuna's heartbeat + ``RetryFailedTrialCallback``), and the
+parameters at start (optionally, for many hosts, Optuna's heartbeat + its retry callback), and the
 evaluation cache makes the re-queued configuration's finished task runs free.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import random
 import socket
 import time
+import warnings
 from typing import Any
 
 import optuna
-from optuna.storages import RDBStorage, RetryFailedTrialCallback
+from optuna.storages import RDBStorage
 from optuna.study import MaxTrialsCallback
 from optuna.trial import FrozenTrial, Trial, TrialState
 
@@ -42,6 +44,16 @@ ROLE_ORDER = ("planner", "analyst", "diagnoser", "repairer", "synthesizer")
 
 
 # -- storage and study ------------------------------------------------------------------------------------------
+def retry_callback(max_retry: int) -> Any:
+    """Optuna's re-queue-with-same-parameters callback (renamed in Optuna 4.9; both names work here)."""
+    import optuna.storages as storages
+
+    cls = getattr(storages, "RetryHeartbeatStaleTrialCallback", None) or storages.RetryFailedTrialCallback
+    with warnings.catch_warnings():  # marked experimental; its behaviour is exactly what we want
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return cls(max_retry=max_retry)
+
+
 def make_storage(url: str, s: Stage2Settings) -> RDBStorage:
     """RDB storage; with ``heartbeat_interval`` set, stale trials of any worker are failed and retried."""
     kwargs: dict[str, Any] = {}
@@ -51,9 +63,13 @@ def make_storage(url: str, s: Stage2Settings) -> RDBStorage:
         kwargs.update(
             heartbeat_interval=int(s.heartbeat_interval),
             grace_period=int(s.grace_period or 2 * s.heartbeat_interval),
-            heartbeat_stale_trial_callback=RetryFailedTrialCallback(max_retry=s.max_retry),
         )
-    return RDBStorage(url, **kwargs)
+        names = inspect.signature(RDBStorage.__init__).parameters  # the callback's keyword was renamed in 4.9
+        key = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in names else "failed_trial_callback"
+        kwargs[key] = retry_callback(s.max_retry)
+    with warnings.catch_warnings():  # heartbeats are marked experimental in Optuna
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return RDBStorage(url, **kwargs)
 
 
 def worker_id() -> str:
@@ -96,7 +112,7 @@ def fail_dead_trials(study: optuna.Study, max_retry: int = 1) -> list[int]:
         if not dead:
             continue
         study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
-        RetryFailedTrialCallback(max_retry=max_retry)(study, study._storage.get_trial(trial._trial_id))
+        retry_callback(max_retry)(study, study._storage.get_trial(trial._trial_id))
         failed.append(trial.number)
     if failed:
         log.warning("stage 2: failed and re-queued trials %s left RUNNING by a dead process", failed)

@@ -265,3 +265,18 @@ def test_dead_workers_trials_are_failed_and_requeued_but_live_ones_kept(tmp_path
     study2.set_user_attr(f"worker/{host}:{os.getppid()}", 0.0)
     study2.ask()
     assert fail_dead_trials(study2) == []
+
+
+def test_cached_rows_are_rescored_for_another_metric(tmp_path):
+    ctx, runner = context(tmp_path, planner_rule)
+    ctx.evaluator.evaluate(ctx.base, ctx.tasks.train[:1], stage="init")
+    ctx2, runner2 = context(tmp_path, planner_rule, {"metric": "nmse"})
+    summary = ctx2.evaluator.evaluate(ctx.base, ctx.tasks.train[:1], stage="init")
+    assert runner2.calls == 0 and summary.score == pytest.approx(1.0 + 1e-6)
+
+
+def test_heartbeat_storage_runs_the_study(tmp_path):
+    overrides = {"stage2": {"n_trials": 2, "minibatch": 1, "adapt_steps": 0, "heartbeat_interval": 1,
+                            "bounds": {"branches": [1, 1], "repair_rounds": [0, 0], "discussion_rounds": [0, 0]}}}
+    ctx, _ = context(tmp_path, planner_rule, overrides)
+    assert run_stage2(ctx, {r: [t] for r, t in SEED_PROMPTS.items()})["n_trials_complete"] == 2
