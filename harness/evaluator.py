@@ -179,6 +179,17 @@ def _starts(p0: np.ndarray, n_starts: int, seed: int) -> list[np.ndarray]:
 
 def fit(expression: Expression, X: np.ndarray, y: np.ndarray, *, n_starts: int = 4, seed: int = 0,
         max_seconds: float = 2.0, loss: str = "mse") -> FitResult:
+    """Fit the free parameters (see :func:`_fit`); overflow inside the optimiser stays quiet.
+
+    Why: a wild start overflows in SciPy's own dot products; numpy's error state (thread-local) silences
+    those warnings, while the non-finite values themselves are still handled and reported by status.
+    """
+    with np.errstate(all="ignore"):
+        return _fit(expression, X, y, n_starts=n_starts, seed=seed, max_seconds=max_seconds, loss=loss)
+
+
+def _fit(expression: Expression, X: np.ndarray, y: np.ndarray, *, n_starts: int, seed: int,
+         max_seconds: float, loss: str) -> FitResult:
     """Fit the free parameters by least squares from several seeded starts, within max_seconds.
 
     Starts: ``expression.initial_params`` first, then seeded perturbations of it; the solver

