@@ -20,6 +20,7 @@ deadline (``timeout_s``): the partial text is returned with ``finish_reason="tim
 
 from __future__ import annotations
 
+import atexit
 import copy
 import importlib.util
 import json
@@ -109,6 +110,18 @@ def _bound(node: Any, max_string: int, max_items: int) -> Any:
 
 _CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
 _CACHE_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_cached_models() -> None:
+    """Free cached models while the interpreter still works (llama.cpp's __del__ fails during shutdown)."""
+    with _CACHE_LOCK:
+        for llama, _ in _CACHE.values():
+            try:
+                llama.close()
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
+        _CACHE.clear()
 
 
 def load_llama(path: str, n_ctx: int, n_threads: int) -> tuple[Any, threading.Lock]:
