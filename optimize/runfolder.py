@@ -14,17 +14,10 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.jsonio import write_json_atomic
+
 STAGE_FILES = {"baseline": "stage0_baseline.json", "init": "stage1_init.json", "search": "stage2_search.json",
                "refine": "stage3_refine.json", "freeze": "freeze.json"}
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, ensure_ascii=False, default=str)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 class Journal:

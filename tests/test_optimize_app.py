@@ -195,3 +195,18 @@ def test_stages_run_as_separate_processes_on_one_folder(tmp_path):
     paid = len(paid_runs(run_dir))
     run_app("stage=search", *TINY, f"hydra.run.dir={run_dir}")
     assert len(paid_runs(run_dir)) == paid
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_stage_all_quick_preset_with_the_embedded_model(tmp_path):
+    """The README's main command as it ships: quick preset, embedded SmolLM2, Operon, synthetic tasks."""
+    run_dir = tmp_path / "quick"
+    run_app("stage=all", f"hydra.run.dir={run_dir}", timeout=1500)
+    harness = FrozenHarness.load(run_dir / "harness.json")
+    prov = harness.provenance
+    assert set(prov["solver_runs_cumulative"]) == {"init", "search", "refine"}
+    assert prov["training_tasks"] and prov["heldout_tasks"]
+    assert harness.llm["provider"] == "local" and harness.backend == "operon"
+    report = (run_dir / "report.md").read_text()
+    assert "| stage 3: refinement" in report
