@@ -114,21 +114,17 @@ def test_cli_solve_reports_bad_input(tmp_path: Path) -> None:
 
 
 @pytest.mark.llm
-def test_local_model_solves_a_simple_synthetic_task(tmp_path: Path) -> None:
-    """End to end with the embedded model (SmolLM2-135M via llama.cpp) on y = 2.5*x1*x2 + 1.2*x1**2."""
-    pytest.importorskip("llama_cpp")
-    from harness.llm.base import LLMError
-    from harness.llm.local_client import default_model_path
-    from harness.task import Task
-
-    try:
-        default_model_path()
-    except LLMError as exc:
-        pytest.skip(str(exc))
-    train, test = _data(200, 1, 3, 0), _data(80, 1, 3, 1)
-    task = Task.from_arrays(train[["x1", "x2"]], train["y"], name="simple", input_names=["x1", "x2"],
-                            test_id=(test[["x1", "x2"]].to_numpy(), test["y"].to_numpy()))
-    sol = FrozenHarness.default().solve(task, llm={"provider": "local"},
-                                        sr_settings={"time_budget": 3, "population_size": 200}, run_dir=tmp_path)
-    assert sol.llm_calls == 3
-    assert sol.metrics["test_id"]["acc_0.01"] == 1.0, sol.equation
+def test_cli_solve_with_the_embedded_model_recovers_the_equation(tmp_path: Path) -> None:
+    """`python -m harness solve harness=default` end to end with the embedded model (SmolLM2-135M via llama.cpp)
+    on a synthetic task, y = 2.5*x1*x2 + 1.2*x1**2, in the LLM-SR folder layout."""
+    folder, out = _folder(tmp_path), tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "harness", "solve", "harness=default", f"data={folder}",
+                           "sr.time_budget=3", "sr.population_size=200", f"hydra.run.dir={out}"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads((out / "result.json").read_text())
+    assert result["llm_calls"] == 3  # default harness: planner + diagnoser + repairer
+    assert result["metrics"]["test_id"]["acc_0.01"] == 1.0, result["expression"]
+    x1, x2 = sympy.symbols("x1 x2")
+    expr = sympy.sympify(result["expression"])
+    assert abs(float(expr.subs({x1: 2.0, x2: -1.0})) - (2.5 * 2 * -1 + 1.2 * 4)) < 1e-2
