@@ -173,3 +173,24 @@ def test_fit_with_overflowing_starts_is_quiet() -> None:
         warnings.simplefilter("error")
         result = fit(expr, x, y, n_starts=3, max_seconds=1.0)
     assert result.status in {"ok", "timeout", "nonfinite", "failed"}
+
+
+def test_large_data_is_searched_on_a_subsample_and_polished_on_all_rows() -> None:
+    """Above SUBSAMPLE_ROWS the result is still the all-rows optimum: exact constants, metrics on every row."""
+    from harness.evaluator import SUBSAMPLE_ROWS
+
+    rng = np.random.default_rng(3)
+    n = 5 * SUBSAMPLE_ROWS
+    X = rng.uniform(0.1, 3.0, (n, 2))
+    y = 1.7 * X[:, 0] ** 2 + 0.4 * np.exp(-1.3 * X[:, 1])
+    e = parse_expression("c0*x**2 + c1*exp(-c2*v)", ["x", "v"])
+    res = fit(e, X, y, n_starts=4, seed=0)
+    assert res.status == "ok" and res.metrics["n"] == n
+    assert np.allclose(res.params, [1.7, 0.4, 1.3], rtol=1e-8, atol=0)
+    # with noise, the polished point is the least-squares optimum on all rows (no better point nearby)
+    noisy = y + rng.normal(0, 0.05, n)
+    res = fit(e, X, noisy, n_starts=4, seed=0)
+    cols = [X[:, 0], X[:, 1]]
+    J = e.jacobian(cols, res.params, n=n)
+    gradient = J.T @ (e(X, res.params) - noisy)
+    assert np.max(np.abs(gradient)) < 1e-6 * n
