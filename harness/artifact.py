@@ -26,6 +26,13 @@ from workflows.params import SRSettings, WorkflowParams
 SCHEMA_VERSION = 1
 DEFAULT_HARNESS_FILE = Path(__file__).resolve().parent / "data" / "default_harness.json"
 DEFAULT_WORKFLOW = (0, 1, 1, 0, 0)
+# The shipped harness's engine settings, tuned for a 2-core CPU on the synthetic suite's training templates
+# (scripts/bench_harness.py --split train): they are the floor every guided SR run searches at least.
+DEFAULT_SR_SETTINGS: dict[str, Any] = {
+    "time_budget": 30.0, "population_size": 500, "max_length": 30, "max_depth": 10,
+    "selection": "parsimony", "selection_tolerance": 0.5, "valid_split": "edge",
+}
+DEFAULT_LLM = {"provider": "local", "model": "qwen2.5-coder-1.5b-instruct", "temperature": 0.7, "max_tokens": 384}
 BACKENDS = ("operon", "pysr", "llm", "hybrid", "auto")
 LLM_SETTINGS = ("provider", "model", "temperature", "max_tokens")
 
@@ -248,8 +255,8 @@ class FrozenHarness(BaseModel):
         from workflows.roles import default_prompts
 
         return cls.create(
-            default_prompts(), DEFAULT_WORKFLOW, backend="operon",
-            llm={"provider": "local", "temperature": 0.7, "max_tokens": 512},
+            default_prompts(), DEFAULT_WORKFLOW, backend="operon", sr_settings=DEFAULT_SR_SETTINGS,
+            llm=DEFAULT_LLM,
             provenance={"source": "default prompts (prompts/*.md), not trained", "training_tasks": [],
                         "scores": {}, "solver_executions": 0, "seeds": []},
         )

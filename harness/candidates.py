@@ -78,6 +78,27 @@ def select_best(candidates: Iterable[Candidate], split: str = "valid") -> Candid
     return min(usable, key=lambda c: c.sort_key(split))
 
 
+SELECTION_RULES = ("accuracy", "parsimony")
+
+
+def select(candidates: Iterable[Candidate], rule: str = "accuracy", tolerance: float = 0.5,
+           split: str = "valid") -> Candidate | None:
+    """The final equation under a selection ``rule``.
+
+    "accuracy": :func:`select_best`. "parsimony": the simplest candidate whose validation NMSE is within a factor
+    ``1 + tolerance`` of the best one (errors below 1e-14 count as equal). Why: among near-equal fits the simpler
+    equation is more often the true law, and true laws extrapolate; the most complex near-best one rarely does.
+    """
+    if rule not in SELECTION_RULES:
+        raise ValueError(f"unknown selection rule {rule!r}; choose one of {', '.join(SELECTION_RULES)}")
+    best = select_best(candidates, split)
+    if best is None or rule == "accuracy":
+        return best
+    limit = max(best.metric(split, "nmse"), NMSE_FLOOR) * (1.0 + float(tolerance))
+    near = [c for c in candidates if c.metric(split, "nmse") <= limit]
+    return min(near, key=lambda c: (c.complexity,) + c.sort_key(split))
+
+
 def pareto_front(candidates: Iterable[Candidate], split: str = "valid") -> list[Candidate]:
     """Non-dominated candidates over (complexity, validation NMSE), sorted by complexity."""
     best_by_complexity: dict[int, Candidate] = {}

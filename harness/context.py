@@ -103,6 +103,7 @@ class FitSettings:
     max_seconds: float = 2.0
     loss: str = "mse"
     valid_fraction: float = 0.2
+    valid_split: str = "random"  # "random" | "edge" (Task.train_valid)
 
 
 @dataclass
@@ -122,7 +123,8 @@ class AgentContext:
     _valid: Split | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._train, self._valid = self.task.train_valid(self.fit.valid_fraction, seed=self.seed)
+        self._train, self._valid = self.task.train_valid(self.fit.valid_fraction, seed=self.seed,
+                                                            mode=self.fit.valid_split)
 
     @property
     def train(self) -> Split:

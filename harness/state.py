@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.jsonio import json_restore, json_safe, write_json_atomic
-from harness.candidates import Candidate, pareto_front, select_best
+from harness.candidates import Candidate, pareto_front, select
 
 RESPONSE_LIMIT = 4000
 NODES_FILE = "nodes.jsonl"
@@ -105,8 +105,11 @@ class SearchRunState:
         task: Any = None,
         config: dict[str, Any] | None = None,
         split: str = "valid",
+        selection: str = "accuracy",
+        selection_tolerance: float = 0.5,
     ):
         self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.selection, self.selection_tolerance = selection, float(selection_tolerance)
         self.budget = budget  # a harness.context.BudgetTracker (duck-typed: snapshot(), budget, exhausted())
         self.task = task_summary(task)
         self.config = dict(config or {})
@@ -224,7 +227,8 @@ class SearchRunState:
         return self._origin.get(equation)
 
     def best(self) -> Candidate | None:
-        return select_best(self.candidates, self.split)
+        """The selected equation under the run's selection rule (see ``harness.candidates.select``)."""
+        return select(self.candidates, self.selection, self.selection_tolerance, self.split)
 
     def front(self) -> list[Candidate]:
         return pareto_front(self.candidates, self.split)

@@ -233,15 +233,28 @@ class Task:
             out["test_ood"] = self.test_ood
         return out
 
-    def train_valid(self, valid_fraction: float = 0.2, seed: int = 0) -> tuple[Split, Split]:
-        """Deterministic random hold-out of train; both parts keep the original row order."""
+    def train_valid(self, valid_fraction: float = 0.2, seed: int = 0, mode: str = "random") -> tuple[Split, Split]:
+        """Deterministic hold-out of train; both parts keep the original row order.
+
+        ``mode="random"``: a seeded random subset. ``mode="edge"``: the rows with the most extreme inputs (largest
+        distance from the median in any input, measured in ranks), so validation asks an equation to
+        extrapolate a little, as out-of-domain data will. Ties are broken by a seeded shuffle.
+        """
         if not 0.0 < float(valid_fraction) < 1.0:
             raise TaskError(f"valid_fraction must be in (0, 1), got {valid_fraction}")
+        if mode not in ("random", "edge"):
+            raise TaskError(f"valid split mode must be 'random' or 'edge', got {mode!r}")
         n = self.train.n
         n_valid = min(n - 1, max(1, int(round(n * float(valid_fraction)))))
         perm = np.random.default_rng(seed).permutation(n)
-        valid_idx = np.sort(perm[:n_valid])
-        train_idx = np.sort(perm[n_valid:])
+        if mode == "edge":
+            X = self.train.X
+            ranks = np.argsort(np.argsort(X, axis=0, kind="stable"), axis=0, kind="stable") / max(1, n - 1)
+            extremeness = np.abs(ranks - 0.5).max(axis=1) if X.shape[1] else np.zeros(n)
+            order = perm[np.argsort(-extremeness[perm], kind="stable")]
+            valid_idx, train_idx = np.sort(order[:n_valid]), np.sort(order[n_valid:])
+        else:
+            valid_idx, train_idx = np.sort(perm[:n_valid]), np.sort(perm[n_valid:])
         return self.train.take(train_idx), self.train.take(valid_idx)
 
     def row_counts(self) -> dict[str, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -122,7 +123,8 @@ def test_discussion_and_synthesis_see_all_branches(task) -> None:
 def test_analyst_and_diagnoser_get_evidence_without_test_data(task) -> None:
     llm = scripted()
     run_workflow(task, (1, 1, 1, 0, 0), None, llm, sr_settings=TINY)
-    prompts = {detect_role(r["messages"], r["response_format"]): r["messages"][1]["content"] for r in llm.requests}
+    prompts = {detect_role(r["messages"], r["response_format"]): "\n".join(m["content"] for m in r["messages"])
+               for r in llm.requests}
     assert "power law" in prompts["analyst"] and "correlations" in prompts["analyst"]
     assert "Residuals:" in prompts["diagnoser"]
     assert "Analyst findings" in prompts["planner"]
@@ -230,7 +232,8 @@ def test_role_schema_is_bounded_and_closed(role) -> None:
 
 def test_role_outputs_are_tolerant() -> None:
     plan = PlanOutput.model_validate({"operators": "sin", "max_length": 500, "hypotheses": "c0*x", "junk": 1})
-    assert plan.operators == ["sin"] and plan.max_length == 60 and plan.hypotheses == ["c0*x"]
+    assert plan.operators == ["sin"] and plan.hypotheses == ["c0*x"]
+    assert "max_length" not in plan.to_raw_plan()  # engine knobs are not the model's to choose
     assert plan.to_raw_plan()["seeds"] == ["c0*x"]
     diag = DiagnosisOutput.model_validate({"issues": ["x" * 500] * 9, "evidence": "one", "missing_terms": None})
     assert len(diag.issues) == 4 and len(diag.issues[0]) == 200 and diag.evidence == ["one"]
@@ -247,13 +250,103 @@ def test_prompt_is_bounded_and_framed(task) -> None:
     history = [f"step {i}: " + "tried something long " * 20 for i in range(200)]
     messages = build_messages("planner", prompts["planner"], task, mode="discussion", evidence="e" * 9000,
                               findings="f" * 5000, history=history, shared="s" * 20000)
-    assert messages[0]["content"] == prompts["planner"]
     user = messages[1]["content"]
-    assert user.startswith("# Role: planner (mode: discussion)")
-    assert "Input names: t, A" in user and "## Output format" in user and "earlier steps not shown" in user
+    assert user.startswith("# Role: planner (mode: discussion)\n" + prompts["planner"])
+    assert "Input names: t, A" in messages[0]["content"] and "## Output format" in user
+    assert "earlier steps not shown" in user
     assert prompt_chars(messages) <= MAX_PROMPT_CHARS + len(prompts["planner"])
+    # the system message is the task frame, the same for every role: llama.cpp reuses it as a cached prefix
+    other = build_messages("diagnoser", prompts["diagnoser"], task, evidence="e")
+    assert other[0] == messages[0]
 
 
 def test_missing_prompt_is_refused(task) -> None:
     with pytest.raises(ValueError, match="repairer"):
         run_workflow(task, (0, 1, 1, 0, 0), {"planner": "p", "diagnoser": "d"}, scripted(), sr_settings=TINY)
+
+
+# -- guidance only widens the search ------------------------------------------------------------------------------
+def test_a_shrinking_plan_still_searches_the_harness_space() -> None:
+    """A plan asking for length 3, arithmetic only, a tiny population and no time gets the harness's floor."""
+    from harness.sr.plan import DEFAULT_OPERATORS, validate_plan
+
+    floor = SRSettings(time_budget=7, population_size=300, max_length=25, max_depth=9).floor()
+    plan, changes = validate_plan({"max_length": 3, "max_depth": 2, "operators": ["add", "sub", "mul", "div"],
+                                   "population_size": 20, "time_budget": 1, "seeds": ["c0*A"]},
+                                  ["t", "A"], floor=floor)
+    assert set(DEFAULT_OPERATORS) <= set(plan.operators)
+    assert (plan.max_length, plan.max_depth, plan.population_size, plan.time_budget) == (25, 9, 300, 7)
+    assert plan.seeds == ["A*c0"]
+    assert any(c.startswith("raised max_length") and c.endswith("-> 25 (the harness's floor)") for c in changes)
+    assert any("kept the harness's operators" in c for c in changes)
+    # extra operators are added, at most max_extra_operators of them
+    plan, _ = validate_plan({"operators": ["tanh", "cosh", "sinh", "atan", "abs"]}, ["t", "A"], floor=floor,
+                            max_extra_operators=2)
+    assert plan.operators == list(DEFAULT_OPERATORS) + ["tanh", "cosh"]
+
+
+def test_workflow_runs_never_search_less_than_the_floor(task) -> None:
+    """End to end: a model that asks for a crippled search; every SR node ran the harness's full space."""
+    from harness.sr.plan import DEFAULT_OPERATORS
+
+    def shrinker(messages, **request):
+        role = detect_role(messages, request.get("response_format"))
+        if role in ("planner", "repairer"):
+            return json.dumps({"max_length": 3, "operators": ["add", "sub", "mul", "div"], "hypotheses": []})
+        return scripted_role_output(messages, **request)
+
+    settings = {**TINY, "max_length": 18}
+    result = run_workflow(task, (0, 1, 1, 0, 0), None, ScriptedLLM(fn=shrinker), sr_settings=settings)
+    sr_nodes = [n for n in result.state.nodes if n.kind == "sr"]
+    assert len(sr_nodes) == 2
+    for node in sr_nodes:
+        plan = node.info["plan"]
+        assert set(DEFAULT_OPERATORS) <= set(plan["operators"]) and plan["max_length"] == 18
+        assert plan["population_size"] == TINY["population_size"]
+
+
+def test_hypotheses_are_screened_before_the_engine(task) -> None:
+    """Good hypotheses are fitted at once and seed the engine; bad ones are dropped with a note in the history."""
+    good, bad = "-c0*A + c1*A**2*exp(-c2*t)", "c0*sin(997*t)"
+
+    def planner(messages, **request):
+        role = detect_role(messages, request.get("response_format"))
+        if role == "planner":
+            return json.dumps({"hypotheses": [good, bad, "c0*warp(A)"], "operators": ["exp"]})
+        if role == "repairer":
+            assert "dropped" in messages[1]["content"]  # the next role reads the notes
+        return scripted_role_output(messages, **request)
+
+    result = run_workflow(task, (0, 1, 1, 0, 0), None, ScriptedLLM(fn=planner), sr_settings=TINY)
+    first = next(n for n in result.state.nodes if n.kind == "sr")
+    notes = " | ".join(first.info["hypothesis_notes"])
+    assert "warp" in notes and "dropped" in notes
+    kept = [c for c in first.candidates if c["source"] == "hypothesis"]
+    assert len(kept) == 1 and kept[0]["metrics"]["valid"]["nmse"] < 1e-6  # the true form, fitted exactly
+    assert first.info["plan"]["seeds"] and "exp" in first.info["plan"]["operators"]
+
+
+def test_parsimony_selection_prefers_the_simpler_near_best(task) -> None:
+    from harness.candidates import select
+
+    def cand(eq: str, nmse: float, complexity: int) -> Candidate:
+        return Candidate(eq, [], eq, complexity, {"valid": {"nmse": nmse}})
+
+    pool = [cand("a", 1.0e-6, 25), cand("b", 1.3e-6, 7), cand("c", 1e-3, 3)]
+    assert select(pool, "accuracy").equation == "a"
+    assert select(pool, "parsimony", 0.5).equation == "b"
+    assert select(pool, "parsimony", 0.1).equation == "a"
+    with pytest.raises(ValueError, match="selection rule"):
+        select(pool, "vibes")
+
+
+def test_edge_validation_split_takes_the_extreme_rows(task) -> None:
+    train, valid = task.train_valid(0.2, seed=0, mode="edge")
+    assert train.n + valid.n == task.train.n
+    t = task.train.X[:, 0]
+    lo, hi = np.quantile(t, [0.1, 0.9])
+    inner = (valid.X[:, 0] > lo) & (valid.X[:, 0] < hi) & (valid.X[:, 1] > np.quantile(task.train.X[:, 1], 0.1)) \
+        & (valid.X[:, 1] < np.quantile(task.train.X[:, 1], 0.9))
+    assert inner.mean() < 0.1  # validation rows lie at the edges of the inputs
+    again = task.train_valid(0.2, seed=0, mode="edge")
+    assert np.array_equal(again[1].X, valid.X)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, Sequence
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+
+from harness.sr.plan import DEFAULT_OPERATORS, OPERATORS, SearchPlan
 
 
 class WorkflowParams(BaseModel):
@@ -88,11 +90,17 @@ def expected_solver_runs(params: WorkflowParams) -> int:
 
 
 class SRSettings(BaseModel):
-    """Engine settings shared by every SR run of a workflow: defaults for what roles do not choose, caps on what
-    they do. Roles pick operators, length, hypotheses and features; time, population and generations are ours.
+    """Engine settings shared by every SR run of a workflow. They are the **floor** of every guided run: a plan
+    adds operators (at most ``max_extra_operators``), hypotheses (seeds) and derived features, and never searches
+    fewer operators, a shorter length, a smaller population or less time than these (``widen_to_floor``).
 
-    ``max_length`` is both the default and the cap of a plan's length. ``carry_best_seed`` seeds every repair,
-    discussion and synthesis run with the branch's best equation so far, so refinement starts from what works.
+    ``carry_best_seed`` seeds every repair, discussion and synthesis run with the branch's best equation so far,
+    so refinement starts from what works. Hypotheses are fitted before the run; those whose validation NMSE is
+    above ``hypothesis_max_nmse`` (1 = no better than predicting the mean) are dropped, with a note the next role
+    reads. ``selection`` picks the final equation: "accuracy" = lowest validation NMSE (ties: simpler);
+    "parsimony" = the simplest candidate within a factor ``1 + selection_tolerance`` of the lowest validation NMSE.
+    ``valid_split``: "random" rows of train, or the "edge" rows (the most extreme inputs), so validation measures
+    extrapolation, which is what out-of-domain data asks of an equation.
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -105,7 +113,29 @@ class SRSettings(BaseModel):
     loss: Literal["mse", "relative"] = "mse"
     max_seeds: int = Field(8, ge=0, le=20)
     carry_best_seed: bool = True
+    operators: list[str] = Field(default_factory=lambda: list(DEFAULT_OPERATORS))
+    max_extra_operators: int = Field(4, ge=0, le=10)
+    hypothesis_max_nmse: float = Field(1.0, gt=0)
+    selection: Literal["accuracy", "parsimony"] = "accuracy"
+    selection_tolerance: float = Field(0.5, ge=0)
+    valid_split: Literal["random", "edge"] = "random"
     extras: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("operators", mode="before")
+    @classmethod
+    def _known_operators(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        unknown = [v for v in value or [] if v not in OPERATORS]
+        if unknown:
+            raise ValueError(f"unknown operators {unknown}; known: {', '.join(OPERATORS)}")
+        return value
+
+    def floor(self) -> SearchPlan:
+        """The plan of an unguided run: what every guided run must at least search."""
+        return SearchPlan(operators=list(self.operators), max_length=self.max_length, max_depth=self.max_depth,
+                          time_budget=self.time_budget, generations=self.generations,
+                          population_size=self.population_size, loss=self.loss, extras=dict(self.extras))
 
     @classmethod
     def coerce(cls, value: "SRSettings | dict[str, Any] | None") -> "SRSettings":

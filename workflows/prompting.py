@@ -1,8 +1,8 @@
-"""Prompt assembly for role calls: instruction + task card + evidence + history + shared results + output format.
+"""Prompt assembly for role calls: task frame, then instruction + evidence + history + shared results + format.
 
 Every section has its own character cap and the whole prompt has one too, so a long run never outgrows a small
 model's context: the oldest history goes first, then shared results are cut. The instruction (the optimised
-part) is the system message; the rest is a fixed frame the optimizer never touches.
+part) opens the user message; the rest is a fixed frame the optimizer never touches.
 """
 
 from __future__ import annotations
@@ -20,16 +20,11 @@ HISTORY_CHARS = 1400
 SHARED_CHARS = 1600
 INSTRUCTION_CHARS = 3000
 
+FRAME_INTRO = "You are one role of a symbolic regression team looking for the equation of the target below."
 GRAMMAR_NOTE = (
-    "Write equations over the input names only, with free constants c0, c1, ... (fitted later), numbers, "
-    "+ - * / ** and the functions sin, cos, tan, exp, log, sqrt, abs, tanh. Do not write the target name or '='."
+    "Equations: over the input names only, with free constants c0, c1, ... (fitted later), numbers, "
+    "+ - * / ** and sin, cos, tan, exp, log, sqrt, abs, tanh. No target name, no '='."
 )
-
-
-def _operators_note() -> str:
-    from harness.sr.plan import OPERATORS
-
-    return "Operator names for plans: " + ", ".join(OPERATORS) + "."
 
 
 def bounded_history(entries: Sequence[str], max_chars: int = HISTORY_CHARS) -> str:
@@ -62,23 +57,26 @@ def build_messages(
     note: str = "",
     max_chars: int = MAX_PROMPT_CHARS,
 ) -> list[dict[str, str]]:
-    """Messages for one role call: system = the role's instruction, user = the framed context and format."""
+    """Messages for one role call.
+
+    system = the task frame (task card, how to write equations), identical for every role call on a task;
+    user = the role's instruction (the optimised part), then its context and output format.
+    Why this order: llama.cpp (and vLLM's prefix cache) reuse the evaluated prefix of the previous prompt, so
+    every call after the first on a task pays only for its own part (scripts/bench_llm_prefix.py measures it).
+    """
+    system = (f"{FRAME_INTRO}\n\n## Task\n" + task.card(max_chars=CARD_CHARS) + "\nInput names: "
+              + ", ".join(task.input_names) + "\n\n" + GRAMMAR_NOTE)
     header = f"# Role: {role}" + (f" (mode: {mode})" if mode else "")
-    fixed = [
-        header,
-        "## Task\n" + task.card(max_chars=CARD_CHARS) + "\nInput names: " + ", ".join(task.input_names),
-    ]
+    fixed = [header + "\n" + bound_text(instruction.strip(), INSTRUCTION_CHARS)]
     if note:
         fixed.append(bound_text(note, 300))
     if evidence:
         fixed.append("## Evidence\n" + bound_text(evidence, EVIDENCE_CHARS))
     if findings:
         fixed.append("## Analyst findings\n" + bound_text(findings, FINDINGS_CHARS))
-    tail = [
-        "## Output format\nReply with one JSON object with exactly these keys, and nothing else:\n"
-        + format_text(role) + "\n" + GRAMMAR_NOTE + " " + _operators_note()
-    ]
-    budget = max_chars - sum(len(s) + 2 for s in fixed + tail)
+    tail = ["## Output format\nReply with one JSON object with exactly these keys, and nothing else:\n"
+            + format_text(role)]
+    budget = max_chars - len(system) - sum(len(s) + 2 for s in fixed + tail)
     hist = "## Branch history\n" + (bounded_history(history) if history else "(none yet)")
     shared_text = "## Shared results of all branches\n" + shared if shared else ""
     # Fit the variable sections into what is left: history first, shared results get the rest.
@@ -86,10 +84,7 @@ def build_messages(
     if shared_text:
         shared_text = bound_text(shared_text, max(200, min(SHARED_CHARS, budget - len(hist) - 2)))
     user = "\n\n".join(fixed + [hist] + ([shared_text] if shared_text else []) + tail)
-    return [
-        {"role": "system", "content": bound_text(instruction.strip(), INSTRUCTION_CHARS)},
-        {"role": "user", "content": user},
-    ]
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def prompt_chars(messages: list[dict[str, str]]) -> int:

@@ -19,8 +19,6 @@ ROLE_NAMES: tuple[str, ...] = ("analyst", "planner", "diagnoser", "repairer", "s
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 DEFAULT_HARNESS_FILE = Path(__file__).resolve().parent.parent / "harness" / "data" / "default_harness.json"
 
-MIN_PLAN_LENGTH, MAX_PLAN_LENGTH = 5, 60
-
 Op = Annotated[str, StringConstraints(max_length=12)]
 Sentence = Annotated[str, StringConstraints(max_length=200)]
 Formula = Annotated[str, StringConstraints(max_length=120)]
@@ -88,32 +86,24 @@ class AnalystOutput(RoleOutput):
 
 
 class PlanOutput(RoleOutput):
-    """A search plan for one SR run (mirrors ``harness.sr.plan.SearchPlan``'s model-facing fields).
+    """What a role adds to one SR run: hypotheses (seed equations), extra operators, derived features.
 
-    The rationale comes last and is short: if a small model runs out of tokens, the plan fields are already out.
+    No engine knobs (length, time, population): the harness's SR settings are the floor of every run, and a small
+    model asked for knobs shrinks the search. The rationale comes last and is short: if a small model runs out of
+    tokens, the plan fields are already out.
     """
 
-    operators: list[Op] = Field(default_factory=list, max_length=10, description="operator names the engine may use")
-    max_length: int = Field(25, ge=MIN_PLAN_LENGTH, le=MAX_PLAN_LENGTH, description="maximum expression length")
-    hypotheses: list[Formula] = Field(default_factory=list, max_length=3,
-                                      description="seed equations over the input names with constants c0, c1, ...")
+    hypotheses: list[Formula] = Field(default_factory=list, max_length=4,
+                                      description="candidate equations over the input names with constants c0, c1, ...")
+    operators: list[Op] = Field(default_factory=list, max_length=4,
+                                description="extra operators the hypotheses need beyond + - * /, e.g. sin, exp")
     features: list[Feature] = Field(default_factory=list, max_length=2,
-                                    description="optional derived inputs such as x1*x2 or log(x1)")
-    rationale: str = Field("", max_length=160, description="one or two sentences: why this plan")
-
-    @field_validator("max_length", mode="before")
-    @classmethod
-    def _clamp_length(cls, value: Any) -> Any:
-        """Clamp instead of failing: an out-of-range length is still a usable plan."""
-        try:
-            number = int(round(float(value)))
-        except (TypeError, ValueError):
-            return value
-        return min(max(number, MIN_PLAN_LENGTH), MAX_PLAN_LENGTH)
+                                    description="optional derived inputs such as x*v or log(x)")
+    rationale: str = Field("", max_length=160, description="one sentence: why these forms")
 
     def to_raw_plan(self) -> dict[str, Any]:
-        """The fields in ``SearchPlan`` vocabulary (validated later by ``validate_plan``)."""
-        raw: dict[str, Any] = {"max_length": self.max_length, "seeds": list(self.hypotheses)}
+        """The fields in ``SearchPlan`` vocabulary (validated and widened to the floor later)."""
+        raw: dict[str, Any] = {"seeds": list(self.hypotheses)}
         if self.operators:
             raw["operators"] = list(self.operators)
         if self.features:
@@ -122,13 +112,16 @@ class PlanOutput(RoleOutput):
 
     def summary(self, limit: int = 300) -> str:
         """One line for histories and shared results."""
-        parts = [f"ops={','.join(self.operators) or 'default'}", f"max_length={self.max_length}"]
+        parts = []
         if self.hypotheses:
             parts.append("hypotheses=" + "; ".join(self.hypotheses))
+        if self.operators:
+            parts.append("extra ops=" + ",".join(self.operators))
         if self.features:
             parts.append("features=" + "; ".join(self.features))
-        text = " ".join(parts)
+        text = " ".join(parts) or "no hypotheses (engine defaults)"
         return text if len(text) <= limit else text[: limit - 3] + "..."
+
 
 class RepairOutput(PlanOutput):
     """The revised plan; ``rationale`` says what changed and why."""
@@ -196,9 +189,6 @@ def format_text(role: str) -> str:
             limit = schema.get("items", {}).get("maxLength")
             kind = f"list of at most {schema['maxItems']} strings" + (f" (each under {limit} characters)" if limit else "")
             example[name] = []
-        elif schema.get("type") == "integer":
-            kind = f"integer from {schema['minimum']} to {schema['maximum']}"
-            example[name] = field.default
         else:
             kind = f"string under {schema.get('maxLength')} characters"
             example[name] = ""
@@ -279,7 +269,7 @@ def scripted_role_output(messages: list[dict[str, Any]], **request: Any) -> str:
                               missing_terms=[f"c9 * {names[0]}**2"] if names else [])
     elif role in ("planner", "repairer", "synthesizer"):
         cls = output_model(role)
-        out = cls(rationale=f"scripted {role} plan", operators=ops, max_length=20, hypotheses=[linear])
+        out = cls(rationale=f"scripted {role} plan", operators=ops, hypotheses=[linear])
     else:
         return "I do not know which role this is."
     return out.model_dump_json()

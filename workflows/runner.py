@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.candidates import Candidate, select_best
-from harness.context import AgentContext, Budget, BudgetExhausted, BudgetTracker
+from harness.candidates import Candidate, select, select_best
+from harness.context import AgentContext, Budget, BudgetExhausted, BudgetTracker, FitSettings, evaluate_candidate
 from harness.state import SearchRunState
 from workflows.params import SRSettings, WorkflowParams, expected_llm_calls, expected_solver_runs
 from workflows.prompting import build_messages
@@ -112,6 +112,35 @@ def short_equation(equation: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def with_term(base: str, term: str, variables: list[str]) -> str | None:
+    """``base + term`` with the term's constants renumbered after the base's (a term without one gets one).
+
+    Why: the Diagnoser names missing terms; adding them to the best equation is mechanical, so the repair run
+    gets these hypotheses even when the Repairer's own answer is poor. ``None`` if either does not parse.
+    """
+    import sympy
+
+    from harness.expression import Expression, ExpressionError, parse_expression
+
+    try:
+        b = parse_expression(base, variables)
+        t = parse_expression(term, variables)
+    except ExpressionError:
+        return None
+    if not any(s.name in variables for s in t.sympy.free_symbols):
+        return None  # a bare constant adds nothing the fit does not already have
+    params = {s.name: s for s in t.sympy.free_symbols if s.name in t.parameters}
+    shift = len(b.parameters)
+    mapping = {params[p]: sympy.Symbol(f"c{shift + i}", **params[p].assumptions0) for i, p in enumerate(t.parameters)}
+    extra = t.sympy.xreplace(mapping)
+    if not t.parameters:
+        extra = sympy.Symbol(f"c{shift}", real=True) * extra
+    try:
+        return str(Expression(b.sympy + extra, b.variables))
+    except (ExpressionError, ValueError, TypeError):
+        return None
+
+
 def _describe(cand: Candidate | None) -> str:
     if cand is None:
         return "no usable equation"
@@ -159,9 +188,11 @@ class _WorkflowRun:
             "expected_llm_calls": expected_llm_calls(params),
             "expected_solver_runs": expected_solver_runs(params),
         }
-        self.state = SearchRunState(run_dir, budget=budget, task=task, config=config)
+        self.state = SearchRunState(run_dir, budget=budget, task=task, config=config,
+                                    selection=sr_settings.selection,
+                                    selection_tolerance=sr_settings.selection_tolerance)
         self.ctx = AgentContext(task=task, seed=seed, workspace=run_dir, budget=_SolverBudget(budget), llm=llm,
-                                state=self.state)  # type: ignore[arg-type]
+                                state=self.state, fit=FitSettings(valid_split=sr_settings.valid_split))  # type: ignore[arg-type]
         self.sr_gate = threading.Semaphore(max(1, max_workers))
         self._lock = threading.Lock()
         self.errors: list[str] = []
@@ -248,19 +279,40 @@ class _WorkflowRun:
             branch.steps += 1
         return out
 
+    def screen_hypotheses(self, texts: list[str]) -> tuple[list[Candidate], list[str]]:
+        """Fit the plan's hypotheses now (the evaluator is fast): good ones seed the engine and join the pool,
+        bad ones are dropped with a note the next role reads."""
+        from harness.expression import ExpressionError
+
+        kept: list[Candidate] = []
+        notes: list[str] = []
+        limit = self.settings.hypothesis_max_nmse
+        for text in dict.fromkeys(texts):
+            try:
+                cand = evaluate_candidate(text, self.ctx, source="hypothesis", constants_as_params=True)
+            except ExpressionError as exc:
+                notes.append(f"hypothesis {text[:60]!r} dropped: {str(exc)[:120]}")
+                continue
+            err = cand.metric("valid")
+            if err > limit:
+                notes.append(f"hypothesis {short_equation(cand.expression, 60)!r} dropped: valid NMSE {err:.3g}"
+                             + (" (worse than predicting the mean)" if err >= 1 else ""))
+                continue
+            kept.append(cand)
+        return kept, notes
+
     def sr_step(self, branch: _Branch, plan: PlanOutput, step: str) -> Candidate | None:
-        """Validate the plan against the SR settings and run the engine; the branch keeps what it finds."""
+        """Screen the plan's hypotheses, widen the plan to the harness's floor and run the engine; the branch
+        keeps what it finds."""
         s = self.settings
         raw = plan.to_raw_plan()
-        seeds = list(raw.get("seeds", []))
+        good, notes = self.screen_hypotheses(list(raw.get("seeds", [])))
+        seeds = [c.expression for c in sorted(good, key=lambda c: c.sort_key())]
         held = branch.best()
         if s.carry_best_seed and held is not None and step != "initial":
-            seeds.append(held.expression)
-        raw.update(
-            seeds=seeds[: s.max_seeds], max_length=min(plan.max_length, s.max_length), max_depth=s.max_depth,
-            time_budget=s.time_budget, generations=s.generations, population_size=s.population_size, loss=s.loss,
-            seed=(self.seed * 1000 + branch.index * 50 + branch.steps) % (2**31), extras=dict(s.extras),
-        )
+            seeds.insert(0, held.expression)
+        raw.update(seeds=list(dict.fromkeys(seeds))[: s.max_seeds],
+                   seed=(self.seed * 1000 + branch.index * 50 + branch.steps) % (2**31))
         from harness.sr.backends import run_search
 
         with self.sr_gate:
@@ -268,27 +320,34 @@ class _WorkflowRun:
                 self._stop("cancelled")
                 return None
             try:
-                outcome = run_search(raw, self.ctx, self.backend, limits=s.limits())
+                outcome = run_search(raw, self.ctx, self.backend, limits=s.limits(), floor=s.floor(),
+                                     max_extra_operators=s.max_extra_operators)
             except BudgetExhausted as exc:
                 self._stop(str(exc))
                 return None
         if outcome.error:
             self._error(f"{branch.label} sr ({step}): {outcome.error}")
+        found_here = good + outcome.candidates
         node_id = self._record(
-            "sr", parent=branch.last_node, branch=branch.label, candidates=outcome.candidates,
+            "sr", parent=branch.last_node, branch=branch.label, candidates=found_here,
             seconds=outcome.seconds, error=outcome.error,
             info={"step": step, "plan": outcome.plan.model_dump(), "plan_changes": outcome.plan_changes[:20],
-                  "warnings": outcome.warnings[:10], "backend_used": outcome.backend_used},
+                  "hypothesis_notes": notes[:10], "warnings": outcome.warnings[:10],
+                  "backend_used": outcome.backend_used},
         )
         branch.last_node = node_id
         branch.steps += 1
-        branch.candidates.extend(outcome.candidates)
-        found = outcome.best
-        note = f"; ignored: {'; '.join(outcome.plan_changes[:3])}" if outcome.plan_changes else ""
+        branch.candidates.extend(found_here)
+        found = select_best(found_here)
+        for note in notes[:3]:
+            branch.history.append(note)
+        if good:
+            branch.history.append("hypotheses kept: " + "; ".join(
+                f"{short_equation(c.equation, 80)} [valid NMSE {c.metric('valid'):.3g}]" for c in good[:3]))
         if outcome.error:
             branch.history.append(f"SR run ({step}) failed: {outcome.error[:200]}")
         else:
-            branch.history.append(f"SR run ({step}): best {_describe(found)}{note}")
+            branch.history.append(f"SR run ({step}): best {_describe(found)}")
         return found
 
     # -- evidence -------------------------------------------------------------------------------------------
@@ -390,6 +449,11 @@ class _WorkflowRun:
             if plan is None:
                 return
             assert isinstance(plan, PlanOutput)
+            held = br.best()
+            if held is not None and diag.missing_terms:
+                added = [with_term(held.expression, t, self.ctx.variables) for t in diag.missing_terms]
+                plan = plan.model_copy(update={"hypotheses": list(dict.fromkeys(
+                    [h for h in added if h] + list(plan.hypotheses)))})
             br.plan = plan
             br.history.append(f"repairer: {plan.summary()}")
             if self.sr_step(br, plan, f"repair {r + 1}") is None and self.stopped:
@@ -442,7 +506,7 @@ class _WorkflowRun:
         elif self.stop_reason:
             status = STATUS_BUDGET
         candidates = self.state.candidates
-        best = select_best(candidates)
+        best = self.state.best()
         self.state.finish(status, crash or self.stop_reason)
         used = self.tracker.snapshot()
         return WorkflowResult(

@@ -16,7 +16,8 @@ from harness.llm.base import LLMClient
 class LLMConfig(BaseModel):
     """Which model to talk to and with what defaults.
 
-    ``provider``: ``local`` (embedded llama.cpp + SmolLM2-135M, the default, needs nothing else), ``openai`` (any
+    ``provider``: ``local`` (embedded llama.cpp; ``model`` names an embedded model, default Qwen2.5-Coder-1.5B-Instruct,
+    ``smollm2-135m-instruct`` for quick tests; ``model_path`` any GGUF file; needs nothing else), ``openai`` (any
     OpenAI-compatible endpoint: hosted APIs, ``vllm serve``, llama.cpp's server), ``vllm`` (in-process engine,
     GPU, optional extra) or ``scripted`` (test double). ``api_key_env`` names the environment variable holding the
     key, so keys never land in configs or traces.
@@ -33,7 +34,7 @@ class LLMConfig(BaseModel):
     timeout_s: float = 60.0
     max_retries: int = Field(3, ge=0)
     backoff_s: float = Field(0.5, ge=0.0)
-    n_threads: int = Field(1, ge=1)
+    n_threads: int | None = Field(None, ge=1)  # local: None = every core while no SR engine runs, else one less
     n_ctx: int = Field(4096, ge=256)
     model_path: str | None = None
     seed: int = 0

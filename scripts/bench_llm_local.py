@@ -1,0 +1,84 @@
+"""The embedded model's cost per role call: prompt layout (shared task prefix first vs instruction first) and
+threads (1 vs every core), side by side in one run.
+
+    python scripts/bench_llm_local.py [--model qwen2.5-coder-1.5b-instruct] [--tasks 2] [--max-tokens 96]
+
+For each task it makes the calls of the default workflow (planner, diagnoser, repairer) twice: once with our
+layout (system = the task frame shared by every role call, user = instruction + context), once with the
+instruction as the system message and the frame after it. llama.cpp reuses the evaluated prefix of the previous
+prompt, so with the shared layout the calls after the first pay only for their own part. Prints seconds and
+prompt tokens per call, and tokens/s of generation with 1 thread and with every core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import benchmarks
+from harness.llm.config import make_llm
+from workflows.prompting import build_messages
+from workflows.roles import default_prompts, response_format
+
+EVIDENCE = {
+    "diagnoser": "Best equation: c0*x + c1*v [valid NMSE 0.02]\nResiduals: mean 0, std 0.1\n- vs x: spearman -0.61, "
+                 "eta2 0.4 (flagged)\n- vs t: spearman 0.05, eta2 0.01",
+    "repairer": "Diagnosis: issues: residuals fall with x | missing terms: c0*x**3\nBest equation: 1.2*x - 0.1*v",
+}
+
+
+def instruction_first(messages: list[dict[str, str]], instruction: str) -> list[dict[str, str]]:
+    """The old layout: the instruction is the system message, the task frame opens the user message."""
+    frame, user = messages[0]["content"], messages[1]["content"]
+    header, _, rest = user.partition("\n")
+    rest = rest.replace(instruction.strip(), "", 1).lstrip("\n")
+    return [{"role": "system", "content": instruction}, {"role": "user", "content": f"{header}\n{frame}\n\n{rest}"}]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--tasks", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=96)
+    args = parser.parse_args(argv)
+    prompts = default_prompts()
+    tasks = benchmarks.load_suite("synthetic", n_per_domain=1, split="train")[: args.tasks]
+    llm = make_llm({"provider": "local", "model": args.model, "temperature": 0.0, "max_tokens": args.max_tokens})
+    t0 = time.perf_counter()
+    llm.complete([{"role": "user", "content": "hi"}], max_tokens=1)
+    print(f"model load + first call: {time.perf_counter() - t0:.1f}s", flush=True)
+    rows: dict[str, list[tuple[float, int]]] = {"shared prefix (ours)": [], "instruction first": []}
+    for task in tasks:
+        for layout in rows:
+            for role in ("planner", "diagnoser", "repairer"):
+                msgs = build_messages(role, prompts[role], task, evidence=EVIDENCE.get(role, ""))
+                if layout == "instruction first":
+                    msgs = instruction_first(msgs, prompts[role])
+                t = time.perf_counter()
+                r = llm.complete(msgs, response_format=response_format(role), seed=0)[0]
+                rows[layout].append((time.perf_counter() - t, r.prompt_tokens))
+                print(f"{task.name:20s} {layout:22s} {role:10s} {rows[layout][-1][0]:6.1f}s "
+                      f"prompt {r.prompt_tokens} completion {r.completion_tokens}", flush=True)
+    print("\n| layout | calls | mean s/call | mean s/call after the first of a task | prompt tokens |")
+    print("|---|---|---|---|---|")
+    for layout, vals in rows.items():
+        later = [v[0] for i, v in enumerate(vals) if i % 3]
+        print(f"| {layout} | {len(vals)} | {statistics.mean(v[0] for v in vals):.1f} | {statistics.mean(later):.1f} "
+              f"| {statistics.mean(v[1] for v in vals):.0f} |")
+
+    # generation speed by threads (a fixed 128-token answer, prompt already cached); one loaded model
+    msgs = [{"role": "user", "content": "Write the numbers from 1 to 200, separated by spaces."}]
+    print("\n| threads | generation tok/s |\n|---|---|")
+    for threads in sorted({1, llm.max_threads()}):
+        llm.config = llm.config.model_copy(update={"n_threads": threads})
+        llm.complete(msgs, max_tokens=4, temperature=0.0)  # warm the prompt
+        t = time.perf_counter()
+        r = llm.complete(msgs, max_tokens=128, temperature=0.0)[0]
+        print(f"| {threads} | {r.completion_tokens / (time.perf_counter() - t):.1f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
