@@ -28,13 +28,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 import benchmarks
 from benchmarks.runner import load_records
 from harness.artifact import FrozenHarness
-from harness.candidates import select
+from harness.candidates import Candidate, select
 from harness.context import AgentContext, FitSettings
 from harness.sr.backends import run_search
 from workflows.params import SRSettings, expected_solver_runs
@@ -57,11 +56,21 @@ def metric(record: dict[str, Any], split: str, name: str) -> float:
         return math.nan
 
 
+def pool_record(cands: list[Candidate]) -> list[dict[str, Any]]:
+    """The candidate pool, compact (equation, complexity, metrics): selection rules can be compared afterwards."""
+    keep = ("nmse", "acc_0.01", "acc_0.001")
+    return [{"equation": c.equation, "complexity": c.complexity,
+             "metrics": {k: {m: v.get(m) for m in keep} for k, v in c.metrics.items()}} for c in cands]
+
+
 def run_harness(harness: FrozenHarness, task: Any, seed: int, run_dir: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     sol = harness.solve(task, seed=seed, run_dir=run_dir)
+    pool = []
+    for line in (run_dir / "nodes.jsonl").read_text(encoding="utf-8").splitlines():
+        pool += [Candidate.from_record(c) for c in json.loads(line).get("candidates", [])]
     return {"equation": sol.equation, "metrics": sol.metrics, "llm_calls": sol.llm_calls,
-            "solver_runs": sol.solver_runs, "seconds": round(time.perf_counter() - t0, 2)}
+            "solver_runs": sol.solver_runs, "seconds": round(time.perf_counter() - t0, 2), "pool": pool_record(pool)}
 
 
 def run_engine(harness: FrozenHarness, task: Any, seed: int, seconds: float, *, harness_selection: bool) -> dict[str, Any]:
@@ -76,7 +85,7 @@ def run_engine(harness: FrozenHarness, task: Any, seed: int, seconds: float, *, 
     best = select(outcome.candidates, rule, settings.selection_tolerance)
     return {"equation": best.equation if best else None, "metrics": best.metrics if best else {},
             "llm_calls": 0, "solver_runs": 1, "seconds": round(time.perf_counter() - t0, 2),
-            "error": outcome.error}
+            "error": outcome.error, "pool": pool_record(outcome.candidates)}
 
 
 def load_tasks(args: argparse.Namespace) -> list[Any]:
@@ -127,6 +136,7 @@ def tables(records: list[dict[str, Any]], arms: list[str]) -> str:
             s["LLM calls/task"] = a["llm_calls"].mean()
             summary.append(s)
         out.append(pd.DataFrame(summary).to_markdown(index=False, floatfmt=".3g") + "\n")
+    out.append(selection_table(records, arms))
     llm = df[df["suite"] == "llm_sr"]
     if not llm.empty:
         out.append("### LLM-SR problems: NMSE against published figures (wins = our NMSE lower)\n")
@@ -151,6 +161,28 @@ def tables(records: list[dict[str, Any]], arms: list[str]) -> str:
         out.append(pd.DataFrame(lines).to_markdown(index=False, floatfmt=".3g") + "\n")
         out.append("\n".join(f"- {arm} beats {ref} on {w}/{n} figures" for (arm, ref), (w, n) in wins.items() if n))
     return "\n".join(out)
+
+
+def selection_table(records: list[dict[str, Any]], arms: list[str]) -> str:
+    """Each arm's pool under each selection rule (exact: the final selection does not change the search)."""
+    rows = []
+    for arm in arms:
+        for suite in ("synthetic", "llm_sr"):
+            recs = [r for r in records if r["arm"] == arm and r["suite"] == suite and r.get("pool")]
+            if not recs:
+                continue
+            for rule, tol in (("accuracy", 0.0), ("parsimony", 0.5)):
+                row: dict[str, Any] = {"arm": arm, "suite": suite, "selection": f"{rule}" + (f" {tol:g}" if tol else "")}
+                picks = [select([Candidate.from_record({"expression": p["equation"], **p}) for p in r["pool"]], rule, tol)
+                         for r in recs]
+                for split, name in FIGURES:
+                    row[f"{name} {'ID' if split == 'test_id' else 'OOD'}"] = sum(
+                        float((p.metrics.get(split) or {}).get(name) or 0) for p in picks if p) / len(recs)
+                rows.append(row)
+    if not rows:
+        return ""
+    return ("### Selection rules on the same pools (post hoc, exact)\n\n"
+            + pd.DataFrame(rows).to_markdown(index=False, floatfmt=".3g") + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,7 +72,8 @@ def test_agent_with_the_embedded_model(task, tmp_path):
     """SmolLM2 through llama.cpp drives one agent step: its grammar-constrained reply is a call of a real tool."""
     from harness.llm.config import LLMConfig, make_llm
 
-    llm = make_llm(LLMConfig(provider="local", max_tokens=200, temperature=0.2, timeout_s=240))
+    llm = make_llm(LLMConfig(provider="local", model="smollm2-135m-instruct", max_tokens=200, temperature=0.2,
+                             timeout_s=240))
     context = AgentContext(task=task, fit=FitSettings(n_starts=2, max_seconds=1.0), budget=BudgetTracker(), llm=llm)
     context.extras["plan_limits"] = {"time_budget": 2.0, "population_size": 50, "generations": 20}
     config = AgentConfig(L=1, tools=["evaluate_expression", "run_sr_search"], parser="native", max_tokens=200)

@@ -115,8 +115,9 @@ def test_cli_solve_reports_bad_input(tmp_path: Path) -> None:
 
 @pytest.mark.llm
 def test_cli_solve_with_the_embedded_model_recovers_the_equation(tmp_path: Path) -> None:
-    """`python -m harness solve harness=default` end to end with the embedded model (SmolLM2-135M via llama.cpp)
-    on a synthetic task, y = 2.5*x1*x2 + 1.2*x1**2, in the LLM-SR folder layout."""
+    """`python -m harness solve harness=default` end to end with the default embedded model (Qwen2.5-Coder-1.5B via
+    llama.cpp, no extra install step) on a synthetic task, y = 2.5*x1*x2 + 1.2*x1**2, in the LLM-SR folder layout.
+    The real model's planner call returns a valid plan: parsed (no fallback) with hypotheses that parse."""
     folder, out = _folder(tmp_path), tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "harness", "solve", "harness=default", f"data={folder}",
                            "sr.time_budget=3", "sr.population_size=200", f"hydra.run.dir={out}"],
@@ -125,6 +126,20 @@ def test_cli_solve_with_the_embedded_model_recovers_the_equation(tmp_path: Path)
     result = json.loads((out / "result.json").read_text())
     assert result["llm_calls"] == 3  # default harness: planner + diagnoser + repairer
     assert result["metrics"]["test_id"]["acc_0.01"] == 1.0, result["expression"]
+    nodes = [json.loads(line) for line in (out / "nodes.jsonl").read_text().splitlines()]
+    planner = next(n for n in nodes if n["kind"] == "role:planner")
+    assert not planner["info"]["fallback"] and not planner["error"], planner["response"]
+    hypotheses = planner["info"]["output"]["hypotheses"]
+    assert hypotheses, planner["response"]
+    from harness.expression import parse_expression
+
+    parsed = []
+    for h in hypotheses:
+        try:
+            parsed.append(parse_expression(h, ["x1", "x2"]))
+        except ValueError:
+            pass
+    assert parsed, hypotheses  # at least one hypothesis is a usable equation over the task's inputs
     x1, x2 = sympy.symbols("x1 x2")
     expr = sympy.sympify(result["expression"])
     assert abs(float(expr.subs({x1: 2.0, x2: -1.0})) - (2.5 * 2 * -1 + 1.2 * 4)) < 1e-2

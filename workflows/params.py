@@ -94,8 +94,8 @@ class SRSettings(BaseModel):
     adds operators (at most ``max_extra_operators``), hypotheses (seeds) and derived features, and never searches
     fewer operators, a shorter length, a smaller population or less time than these (``widen_to_floor``).
 
-    ``carry_best_seed`` seeds every repair, discussion and synthesis run with the branch's best equation so far,
-    so refinement starts from what works. Hypotheses are fitted before the run; those whose validation NMSE is
+    ``carry_best_seed`` seeds every repair, discussion and synthesis run with the branch's ``carry_seeds`` best
+    equations so far, so refinement starts from what works (a split search keeps what a longer one would). Hypotheses are fitted before the run; those whose validation NMSE is
     above ``hypothesis_max_nmse`` (1 = no better than predicting the mean) are dropped, with a note the next role
     reads. ``selection`` picks the final equation: "accuracy" = lowest validation NMSE (ties: simpler);
     "parsimony" = the simplest candidate within a factor ``1 + selection_tolerance`` of the lowest validation NMSE.
@@ -113,6 +113,7 @@ class SRSettings(BaseModel):
     loss: Literal["mse", "relative"] = "mse"
     max_seeds: int = Field(8, ge=0, le=20)
     carry_best_seed: bool = True
+    carry_seeds: int = Field(3, ge=1, le=20)
     operators: list[str] = Field(default_factory=lambda: list(DEFAULT_OPERATORS))
     max_extra_operators: int = Field(4, ge=0, le=10)
     hypothesis_max_nmse: float = Field(1.0, gt=0)

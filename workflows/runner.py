@@ -10,6 +10,7 @@ An SR run that follows a plan already paid for ignores the LLM budget (the plan 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -308,9 +309,10 @@ class _WorkflowRun:
         raw = plan.to_raw_plan()
         good, notes = self.screen_hypotheses(list(raw.get("seeds", [])))
         seeds = [c.expression for c in sorted(good, key=lambda c: c.sort_key())]
-        held = branch.best()
-        if s.carry_best_seed and held is not None and step != "initial":
-            seeds.insert(0, held.expression)
+        if s.carry_best_seed and step != "initial":  # refinement starts from what works so far
+            carried = [c.expression for c in sorted(branch.candidates, key=lambda c: c.sort_key())
+                       if math.isfinite(c.metric("valid"))]
+            seeds = list(dict.fromkeys(carried))[: s.carry_seeds] + seeds
         raw.update(seeds=list(dict.fromkeys(seeds))[: s.max_seeds],
                    seed=(self.seed * 1000 + branch.index * 50 + branch.steps) % (2**31))
         from harness.sr.backends import run_search
