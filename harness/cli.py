@@ -42,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"usage: python -m harness <command> [key=value ...]\ncommands: {known}", file=sys.stderr)
         return 0 if args and args[0] in ("-h", "--help") else 2
     name, overrides = args[0], args[1:]
+    refused = refuse_pasted_keys(overrides)
+    if refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
     config_name, fn = COMMANDS[name]
     outcome: dict[str, int] = {}
 
@@ -59,6 +63,34 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # -- shared helpers -------------------------------------------------------------------------------------------------
+def refuse_pasted_keys(overrides: list[str]) -> str | None:
+    """A message when an override puts a key where an environment variable's name belongs.
+
+    Checked before Hydra starts, because Hydra writes every override to ``.hydra/*.yaml`` in the run folder."""
+    from harness.llm.config import looks_like_key
+
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if sep and key.lstrip("+~").endswith("api_key_env") and looks_like_key(value.strip().strip("'\"")):
+            return ("llm.api_key_env must be the NAME of an environment variable holding the key (for example "
+                    "OPENAI_API_KEY), not the key itself; export the key and pass its name")
+    return None
+
+
+def config_error(exc: Exception, section: str = "") -> str:
+    """One line naming the key for a pydantic error (never the value: it may be a secret), else the message."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        parts = []
+        for err in exc.errors():
+            loc = ".".join(str(x) for x in (section, *err.get("loc", ())) if x != "")
+            parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+        return "; ".join(parts)
+    return str(exc)
+
+
+
 def load_task(data: str, target: str | None = None, name: str | None = None) -> Any:
     """A task from a CSV file (``target`` column, default the last) or a folder in the LLM-SR layout."""
     path = Path(data).expanduser()

@@ -32,6 +32,14 @@ class Budget:
     max_seconds: float | None = None
     max_tokens: int | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("max_llm_calls", "max_solver_runs", "max_seconds", "max_tokens"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"budget.{name} must be a positive number or null (unlimited), got {value!r}")
+
 
 class BudgetTracker:
     """Thread-safe counters of what a run has used, checked against its :class:`Budget`."""
@@ -168,7 +176,7 @@ def evaluate_candidate(
     in single precision, so its constants are refitted in float64 starting from the engine's values).
     """
     from harness.evaluator import fit, score
-    from harness.expression import parse_expression
+    from harness.expression import ExpressionError, parse_expression
 
     expr = parse_expression(text, context.variables, constants_as_params=constants_as_params)
     if count_solver_run:
@@ -187,6 +195,11 @@ def evaluate_candidate(
         loss=context.fit.loss,
     )
     params = np.asarray(result.params, dtype=float)
+    equation = expr.to_string(params)
+    try:  # a finished run's answer must survive printing and re-parsing (degenerate fits give 1e164 factors)
+        parse_expression(equation, context.variables, max_nodes=1000, max_depth=128)
+    except ExpressionError as exc:
+        raise ExpressionError(f"fitted equation cannot be written back ({exc}); candidate dropped") from None
     metrics = {"train": result.metrics}
     for name, split in context.eval_splits().items():
         if name == "train":
@@ -195,7 +208,7 @@ def evaluate_candidate(
     return Candidate(
         expression=str(expr),
         params=[float(p) for p in params],
-        equation=expr.to_string(params),
+        equation=equation,
         complexity=int(expr.complexity),
         metrics=metrics,
         source=source,

@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import unicodedata
 import signal
 import threading
 import warnings
@@ -128,7 +129,9 @@ def _param_index(name: str) -> int | None:
 def _check_variables(variables: Sequence[str]) -> tuple[str, ...]:
     if isinstance(variables, str):
         variables = [variables]
-    names = tuple(variables)
+    # Python's parser reads identifiers in Unicode NFKC form (``µ`` U+00B5 is read as ``μ`` U+03BC), so the
+    # names are compared in that form too; the Expression's variables are the normalised names.
+    names = tuple(unicodedata.normalize("NFKC", n) if isinstance(n, str) else n for n in variables)
     for name in names:
         if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
             raise ExpressionError(f"variable name {name!r} is not a plain identifier")
@@ -368,7 +371,11 @@ class _Builder:
         small = ex.is_Rational and abs(ex.p) <= 64 * ex.q and ex.q <= 64
         if small and (base.is_Rational or ex.is_Integer):
             exact = sympy.Pow(base, ex)  # cheap: small exponent, moderate value
-            if not isinstance(exact, sympy.Number) or _number_ok(exact):
+            # kept exact only if it prints as something that parses back: pi**-36 prints as 1/pi**36,
+            # whose pi**36 is too large a constant, so such a value becomes a float literal instead
+            printable = value != 0 and abs(1.0 / value) <= MAX_LITERAL
+            if (not isinstance(exact, sympy.Number) and printable) or (
+                    isinstance(exact, sympy.Number) and _number_ok(exact)):
                 return exact
         return sympy.Float(value)
 

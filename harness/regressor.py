@@ -75,7 +75,7 @@ class HarnessRegressor:
         if isinstance(descriptions, dict):
             descriptions = [descriptions.get(n, "") for n in names]
         task = Task.from_arrays(
-            X_arr, np.asarray(y, dtype=float).ravel(), name="user_data", input_names=safe,
+            X_arr, np.asarray(y), name="user_data", input_names=safe,  # Task checks shape and dtype, with messages
             input_descriptions=list(descriptions or []), target_name=target_name,
             target_description=target_description,
         )
@@ -88,7 +88,7 @@ class HarnessRegressor:
             raise RuntimeError(f"no usable equation found (status {self.solution_.status}; "
                                f"errors: {'; '.join(self.solution_.errors[:3]) or 'none'})")
         self.feature_names_in_ = np.asarray(names, dtype=object)
-        self.variable_names_ = safe
+        self.variable_names_ = list(task.input_names)  # NFKC-normalised, as expressions name them
         self.n_features_in_ = len(names)
         self.equations_ = self.solution_.front
         return self

@@ -29,6 +29,30 @@ def _backend_name(value: Any) -> str | None:
     return str(value)
 
 
+def _as_int(value: Any, key: str) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{key} must be an integer, got {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{key} must be an integer, got {value!r}") from None
+
+
+def _checked(section: str, build: Any) -> Any:
+    """Run ``build``; a pydantic error becomes one ValueError line naming the key (``sr.time_budget: ...``)."""
+    from pydantic import ValidationError
+
+    from harness.cli import config_error
+
+    try:
+        return build()
+    except ValidationError as exc:
+        raise ValueError(config_error(exc, section)) from None
+    except (TypeError, ValueError) as exc:
+        message = str(exc)
+        raise ValueError(message if message.startswith(f"{section}.") else f"{section}: {message}") from None
+
+
 def solve_command(cfg: DictConfig) -> int:
     """Load the harness and the data, solve, print the equation and metrics, write result.json and plots."""
     from rich.console import Console
@@ -37,16 +61,18 @@ def solve_command(cfg: DictConfig) -> int:
     from harness.cli import load_task, plain, run_dir_of
     from harness.context import Budget
     from harness.task import TaskError
-    from workflows.params import expected_llm_calls, expected_solver_runs
+    from workflows.params import SRSettings, expected_llm_calls, expected_solver_runs
 
     console = Console()
     run_dir = run_dir_of(cfg)
-    try:
+    try:  # every user mistake (files, columns, config values) ends here: rc 2 and one line, before any work
         harness = FrozenHarness.resolve(str(cfg.harness))
+        seed = _as_int(cfg.get("seed"), "seed")
+        budget = _checked("budget", lambda: Budget(**_non_null(plain(cfg, "budget"))))
+        llm_config = _checked("llm", lambda: harness.llm_config(_non_null(plain(cfg, "llm"))))
+        sr_overrides = _non_null(plain(cfg, "sr"))
+        _checked("sr", lambda: SRSettings.coerce({**harness.sr_settings, **sr_overrides}))
         task = load_task(str(cfg.data), cfg.get("target"), cfg.get("name"))
-        budget = Budget(**_non_null(plain(cfg, "budget")))
-        llm_override = _non_null(plain(cfg, "llm"))
-        llm_config = harness.llm_config(llm_override)
     except (ArtifactError, TaskError, OSError, ValueError, TypeError) as exc:
         console.print(f"[red]error:[/] {exc}")
         return 2
@@ -65,8 +91,8 @@ def solve_command(cfg: DictConfig) -> int:
             console.print(_node_line(node))
 
         solution = harness.solve(
-            task, llm=llm_config, backend=backend, budget=budget, run_dir=run_dir, seed=int(cfg.seed),
-            sr_settings=_non_null(plain(cfg, "sr")), max_workers=cfg.get("max_workers"), on_node=on_node,
+            task, llm=llm_config, backend=backend, budget=budget, run_dir=run_dir, seed=seed,
+            sr_settings=sr_overrides, max_workers=cfg.get("max_workers"), on_node=on_node,
         )
     _print_solution(console, solution)
     if solution.equation is not None:

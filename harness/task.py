@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import keyword
 import re
+import unicodedata
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -18,6 +20,8 @@ import numpy as np
 __all__ = ["Split", "Task", "TaskError", "RESERVED_NAMES", "MIN_TRAIN_ROWS", "check_name", "safe_identifier"]
 
 MIN_TRAIN_ROWS = 10
+MAX_ABS_VALUE = 1e30  # Operon computes in single precision (max ~3.4e38); squares of larger values overflow
+CONSTANT_RTOL = 1e-12  # a target whose range is below this fraction of its magnitude is constant
 
 # Names the expression grammar gives a meaning (functions, constants, parameter vectors, module prefixes).
 RESERVED_NAMES: frozenset[str] = frozenset(
@@ -73,6 +77,14 @@ class Split:
     y: np.ndarray
 
     def __post_init__(self) -> None:
+        for label, value in (("X", self.X), ("y", self.y)):
+            if np.iscomplexobj(value):
+                raise TaskError(f"{label} is complex-valued; symbolic regression needs real numbers (pass the real "
+                                "part, the imaginary part or the magnitude as separate targets)")
+        y_raw = np.asarray(self.y)
+        if y_raw.ndim == 2 and y_raw.shape[1] > 1:
+            raise TaskError(f"y must be one target column, got shape {y_raw.shape} ({y_raw.shape[1]} columns); "
+                            "fit one target at a time")
         X = np.asarray(self.X, dtype=np.float64)
         y = np.asarray(self.y, dtype=np.float64)
         if X.ndim == 1:
@@ -111,6 +123,10 @@ def _as_split(value: Any) -> Split | None:
     raise TaskError(f"a split must be a Split or an (X, y) pair, got {type(value).__name__}")
 
 
+def _nfkc(name: str) -> str:
+    return unicodedata.normalize("NFKC", name)
+
+
 def _fmt(v: float) -> str:
     return f"{v:.4g}"
 
@@ -137,7 +153,7 @@ class Task:
             raise TaskError(f"task name must be a non-empty string, got {self.name!r}")
         where = f"task {self.name!r}"
         self.domain = "" if self.domain is None else str(self.domain)
-        self.input_names = list(self.input_names or [])
+        self.input_names = self._normalised_names(list(self.input_names or []), where)
         if not self.input_names:
             raise TaskError(f"{where}: needs at least one input")
         for n in self.input_names:
@@ -148,6 +164,8 @@ class Task:
         dupes = sorted({n for n in self.input_names if self.input_names.count(n) > 1})
         if dupes:
             raise TaskError(f"{where}: duplicate input names {dupes}")
+        if isinstance(self.target_name, str):
+            self.target_name = _nfkc(self.target_name)
         if not isinstance(self.target_name, str) or not self.target_name.isidentifier():
             raise TaskError(f"{where}: target name {self.target_name!r} is not a valid Python identifier")
         if self.target_name in self.input_names:
@@ -159,7 +177,7 @@ class Task:
         self.target_description = "" if self.target_description is None else str(self.target_description)
         if self.ground_truth is not None and not isinstance(self.ground_truth, str):
             raise TaskError(f"{where}: ground_truth must be a string or None")
-        self.metadata = dict(self.metadata or {})
+        self.metadata = dict(self.metadata or {})  # keeps a "normalised_names" note set above
         self.train = _as_split(self.train)
         if self.train is None:
             raise TaskError(f"{where}: a train split is required")
@@ -170,8 +188,29 @@ class Task:
         if self.train.n < MIN_TRAIN_ROWS:
             raise TaskError(f"{where}: train has {self.train.n} rows, at least {MIN_TRAIN_ROWS} are needed")
         y = self.train.y
-        if np.ptp(y) <= 1e-12 * max(1.0, float(np.max(np.abs(y)))):
+        if np.ptp(y) <= CONSTANT_RTOL * float(np.max(np.abs(y))) or np.ptp(y) == 0:
             raise TaskError(f"{where}: target {self.target_name!r} is constant on train ({_fmt(float(y[0]))})")
+
+    def _normalised_names(self, names: list[str], where: str) -> list[str]:
+        """Names in Unicode NFKC form, the form Python's parser gives identifiers (``µ`` U+00B5 -> ``μ``).
+
+        Why: an expression is parsed with ``ast``, which normalises identifiers, so a column named ``µ`` could
+        never be referred to and every model using it would be rejected. Renames are noted in ``metadata``."""
+        out, renamed = [], {}
+        for n in names:
+            norm = _nfkc(n) if isinstance(n, str) else n
+            if norm != n:
+                renamed[n] = norm
+            out.append(norm)
+        if renamed:
+            clash = sorted({n for n in out if out.count(n) > 1})
+            if clash:
+                raise TaskError(f"{where}: input names {sorted(renamed)} become {clash} under Unicode NFKC "
+                                "normalisation (as Python reads identifiers) and clash; rename the columns")
+            self.metadata = {**dict(self.metadata or {}), "normalised_names": renamed}
+            warnings.warn(f"{where}: input names normalised to Unicode NFKC (as Python reads identifiers): "
+                          + ", ".join(f"{a!r} -> {b!r}" for a, b in renamed.items()), stacklevel=3)
+        return out
 
     def _check_split(self, split_name: str, split: Split) -> None:
         where = f"task {self.name!r}, split {split_name!r}"
@@ -187,6 +226,11 @@ class Task:
                 raise TaskError(
                     f"{where}: column {col!r} has {bad.size} non-finite value(s), first {values[bad[0]]} at row {bad[0]}"
                 )
+            big = float(np.max(np.abs(values)))
+            if big > MAX_ABS_VALUE:
+                raise TaskError(f"{where}: column {col!r} has values up to {big:.3g}; the SR engine computes in single "
+                                f"precision (|value| < 3.4e38, and squares must fit): rescale the column (e.g. "
+                                f"divide by 1e{int(np.floor(np.log10(big)))}) so its values stay below {MAX_ABS_VALUE:g}")
 
     # ------------------------------------------------------------------ construction helpers
     @classmethod

@@ -50,4 +50,12 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    import sys
+
+    from harness.cli import refuse_pasted_keys
+
+    refused = refuse_pasted_keys(sys.argv[1:])  # before Hydra writes the overrides into the run folder
+    if refused:
+        print(f"error: {refused}", file=sys.stderr)
+        sys.exit(2)
     main()

@@ -92,8 +92,8 @@ def load_tasks(args: argparse.Namespace) -> list[Any]:
     tasks = []
     if args.n_per_domain > 0:
         tasks += benchmarks.load_suite("synthetic", n_per_domain=args.n_per_domain, split=args.split)
-    if args.llm_sr and Path(args.llm_sr).is_dir():
-        tasks += benchmarks.load_suite("llm_sr", path=args.llm_sr)
+    if args.llm_sr and Path(args.llm_sr).is_dir():  # the loader takes the data root holding llm-sr/
+        tasks += benchmarks.load_suite("llm_sr", root=str(Path(args.llm_sr).resolve().parent))
     if args.tasks:
         tasks = [t for t in tasks if t.name in set(args.tasks)]
     return tasks

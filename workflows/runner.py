@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from harness.candidates import Candidate, select, select_best
 from harness.context import AgentContext, Budget, BudgetExhausted, BudgetTracker, FitSettings, evaluate_candidate
+from harness.llm.base import LLMError
 from harness.state import SearchRunState
 from workflows.params import SRSettings, WorkflowParams, expected_llm_calls, expected_solver_runs
 from workflows.prompting import build_messages
@@ -36,6 +37,9 @@ from workflows.roles import (
     response_format,
     salvage_truncated,
 )
+
+MIN_LLM_SECONDS = 1.0  # below this a role call is not made (it is counted and falls back)
+ENGINE_RESERVE_MARGIN_S = 1.0  # kept on top of one engine run's time for its refit and bookkeeping
 
 STATUS_COMPLETED = "completed"
 STATUS_BUDGET = "budget_exhausted"
@@ -236,6 +240,14 @@ class _WorkflowRun:
             self.tracker.add_llm(1)
             return True
 
+    def llm_seconds(self) -> float | None:
+        """Seconds a role call may take: what the run has left, less one engine run (so a hung or slow model
+        never costs the engine's answer); ``None`` when the run has no time limit."""
+        left = self.tracker.seconds_left()
+        if left is None:
+            return None
+        return left - (self.settings.time_budget + ENGINE_RESERVE_MARGIN_S)
+
     # -- steps ----------------------------------------------------------------------------------------------
     def role_call(
         self, role: str, branch: _Branch | None, *, mode: str = "", parent: int | None = None,
@@ -251,8 +263,13 @@ class _WorkflowRun:
         t0 = time.perf_counter()
         text, error, ptok, ctok, salvaged = "", None, 0, 0, False
         out: RoleOutput | None = None
+        timeout = self.llm_seconds()
         try:
-            response = self.llm.complete(messages, response_format=response_format(role), seed=call_seed)[0]
+            if timeout is not None and timeout < MIN_LLM_SECONDS:
+                raise LLMError(f"only {max(timeout, 0):.1f}s left after reserving the engine's time; "
+                               "the engine runs with the harness's own settings")
+            response = self.llm.complete(messages, response_format=response_format(role), seed=call_seed,
+                                         timeout_s=timeout)[0]
             text, ptok, ctok = response.text or "", response.prompt_tokens, response.completion_tokens
             if response.error:
                 error = f"{role}: model error: {response.error}"

@@ -29,6 +29,21 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
     return (REPO_ROOT.parent / "shared" / "data").resolve()
 
 
+def _refuse_duplicate_columns(path: Path) -> None:
+    """pandas renames a repeated header (``x, x`` -> ``x, x.1``) without a word; a repeated name is a mistake."""
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            header = [h.strip() for h in next(csv.reader(fh, skipinitialspace=True), [])]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return  # pandas reports unreadable files itself
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    if dupes:
+        raise TaskError(f"file {str(path)!r}: column name(s) {dupes} appear more than once in the header; "
+                        "give every column its own name")
+
+
 def read_table(path: str | os.PathLike) -> pd.DataFrame:
     """Read a CSV (header row required) or Parquet file into a DataFrame; clear errors for the usual mistakes."""
     path = Path(path)
@@ -52,6 +67,7 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
             raise TaskError(f"file {str(path)!r} is empty") from None
         except (pd.errors.ParserError, UnicodeDecodeError) as exc:
             raise TaskError(f"file {str(path)!r}: cannot parse as CSV: {exc}") from None
+        _refuse_duplicate_columns(path)
         df.columns = [str(c).strip() for c in df.columns]
         if len(df.columns) and all(_is_number(c) for c in df.columns):
             raise TaskError(f"file {str(path)!r} has no header row (first line is numbers); add column names")

@@ -13,6 +13,7 @@ way: transient problems are retried with exponential backoff and jitter, everyth
 from __future__ import annotations
 
 import json
+import contextvars
 import random
 import threading
 import time
@@ -132,6 +133,25 @@ class UsageCounter:
             return {key: getattr(self, key) for key in self.FIELDS}
 
 
+# -- deadlines ------------------------------------------------------------------------------------------------------
+
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("llm_deadline", default=None)
+
+
+def seconds_left(default: float) -> float:
+    """Seconds the current call may still take: ``default`` (the client's timeout), capped by the deadline that
+    :meth:`LLMClient.complete` was given (``timeout_s``), never below 0."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return float(default)
+    return max(0.0, min(float(default), deadline - time.monotonic()))
+
+
+def deadline_passed() -> bool:
+    deadline = _DEADLINE.get()
+    return deadline is not None and time.monotonic() >= deadline
+
+
 # -- retries --------------------------------------------------------------------------------------------------------
 
 Verdict = Literal["retry", "fail"]
@@ -194,6 +214,14 @@ def call_with_retries(
                 requested = retry_after(exc)
                 if requested is not None:
                     wait = max(wait, min(requested, policy.max_backoff_s))
+            deadline = _DEADLINE.get()
+            if deadline is not None and time.monotonic() + wait >= deadline:
+                raise LLMError(
+                    f"{what}: gave up after {attempts} tries ({description}): the call's deadline is reached",
+                    retryable=True,
+                    status=status,
+                    attempts=attempts,
+                ) from exc
             if usage is not None:
                 usage.add(retries=1)
             sleep(wait)
@@ -227,8 +255,12 @@ class LLMClient(ABC):
         seed: int | None = None,
         stop: list[str] | str | None = None,
         tool_choice: str | dict[str, Any] | None = None,
+        timeout_s: float | None = None,
     ) -> list[LLMResponse]:
         """Sample ``n`` completions of ``messages``.
+
+        ``timeout_s`` caps the whole call, retries included (a run passes the seconds it has left): the client's
+        own ``timeout_s`` still bounds each attempt, and an attempt never outlives the cap.
 
         ``tools`` is OpenAI's ``[{"type": "function", "function": {...}}]`` list; ``tool_choice`` (an extension of
         the contract) is ``"auto" | "none" | "required"`` or ``{"type": "function", "function": {"name": ...}}``.
@@ -238,6 +270,12 @@ class LLMClient(ABC):
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         start = time.perf_counter()
+        token = None
+        if timeout_s is not None:
+            if timeout_s <= 0:
+                self.usage.add(calls=1, failures=1)
+                raise LLMError(f"{self.description}: no time left for the call (deadline reached)", retryable=False)
+            token = _DEADLINE.set(time.monotonic() + float(timeout_s))
         try:
             responses = self._complete(
                 messages,
@@ -253,6 +291,9 @@ class LLMClient(ABC):
         except LLMError:
             self.usage.add(calls=1, failures=1, seconds=time.perf_counter() - start)
             raise
+        finally:
+            if token is not None:
+                _DEADLINE.reset(token)
         self.usage.record(responses, time.perf_counter() - start)
         return responses
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness.llm.base import LLMClient
 
@@ -39,6 +41,23 @@ class LLMConfig(BaseModel):
     model_path: str | None = None
     seed: int = 0
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _a_variable_name_not_a_key(cls, value: str) -> str:
+        """Refuse a key pasted where the variable's *name* belongs (it would be used and written to configs)."""
+        if looks_like_key(value):
+            raise ValueError("llm.api_key_env must be the NAME of an environment variable holding the key (for "
+                             "example OPENAI_API_KEY), not the key itself; export the key and pass its name")
+        return value
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def looks_like_key(value: Any) -> bool:
+    """True for text that is not an environment variable name (a key, a token, a URL ...)."""
+    return isinstance(value, str) and bool(value) and not _ENV_NAME.match(value)
 
 
 def make_llm(config: LLMConfig | dict[str, Any] | None = None) -> LLMClient:

@@ -35,7 +35,15 @@ from typing import Any
 
 import jsonschema
 
-from harness.llm.base import LLMClient, LLMError, LLMResponse, Message, ToolCall, schema_from_response_format
+from harness.llm.base import (
+    LLMClient,
+    LLMError,
+    LLMResponse,
+    Message,
+    ToolCall,
+    schema_from_response_format,
+    seconds_left,
+)
 from harness.llm.config import LLMConfig
 from harness.llm.models import embedded_model_path, resolve_model_name
 from harness.resources import engine_runs_active
@@ -277,13 +285,13 @@ class LocalLlamaClient(LLMClient):
         seed: int,
         stop: list[str],
     ) -> LLMResponse:
-        timeout = self.config.timeout_s
+        timeout = seconds_left(self.config.timeout_s)  # the run's deadline caps the client's timeout
         start = time.perf_counter()
         if not lock.acquire(timeout=timeout):
             raise LLMError(f"{self.description}: model busy for more than {timeout:g}s (another call holds it)")
         try:
             _set_threads(llama, self.threads_now())
-            deadline = time.perf_counter() + timeout
+            deadline = time.perf_counter() + seconds_left(self.config.timeout_s)  # after any wait for the lock
             pieces: list[str] = []
             finish_reason: str | None = None
             completion_tokens = 0

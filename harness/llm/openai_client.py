@@ -33,6 +33,7 @@ from harness.llm.base import (
     ToolCall,
     call_with_retries,
     schema_from_response_format,
+    seconds_left,
 )
 from harness.llm.config import LLMConfig
 
@@ -118,8 +119,15 @@ class OpenAIClient(LLMClient):
         if self.extra_body:
             kwargs = {**kwargs, "extra_body": {**self.extra_body, **kwargs.get("extra_body", {})}}
         start = time.perf_counter()
+
+        def attempt() -> Any:
+            timeout = seconds_left(self.config.timeout_s)  # the run's deadline caps every attempt
+            if timeout <= 0:
+                raise LLMError(f"{self.description}: the call's deadline is reached", retryable=True)
+            return self._client.chat.completions.create(**kwargs, timeout=timeout)
+
         completion = call_with_retries(
-            lambda: self._client.chat.completions.create(**kwargs),
+            attempt,
             what=f"{self.description}: chat completion",
             classify=lambda exc: self._classify(exc, probing=probing),
             policy=self.policy,
@@ -130,6 +138,20 @@ class OpenAIClient(LLMClient):
         return self._convert(completion, latency)
 
     def _convert(self, completion: Any, latency: float) -> list[LLMResponse]:
+        """SDK objects -> responses; anything that is not a chat completion (an HTML page or plain text behind a
+        200, wrong field types) is an :class:`LLMError`, never an AttributeError deep in a run."""
+        try:
+            return self._convert_completion(completion, latency)
+        except LLMError:
+            raise
+        except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
+            raise LLMError(f"{self.description}: the server's answer is not a chat completion "
+                           f"({type(completion).__name__}: {str(completion)[:120]!r}; {type(exc).__name__}: {exc})",
+                           retryable=False) from None
+
+    def _convert_completion(self, completion: Any, latency: float) -> list[LLMResponse]:
+        if isinstance(completion, (str, bytes)) or not hasattr(completion, "choices"):
+            raise TypeError("no 'choices' in the answer")
         usage = getattr(completion, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)

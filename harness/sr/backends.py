@@ -104,6 +104,28 @@ def _engine_seconds(plan: SearchPlan, context: AgentContext) -> float:
     return plan.time_budget if left is None else min(plan.time_budget, left)
 
 
+def _run_engine(name: str, plan: SearchPlan, context: AgentContext, seconds: float,
+                warnings: list[str]) -> EngineRun:
+    """One engine run: in a worker process for native engines (a crash is a failed run), else in-process.
+
+    A worker that dies while running a seeded search is retried once without seeds in the time left (the
+    seeded warm start is the path that has crashed Operon on large data), so the engine's own answer survives.
+    """
+    from harness.sr import workers
+
+    if name not in workers.PROCESS_ENGINES or workers.in_process_requested():
+        return _engine(name)(plan, context, max_seconds=seconds)
+    t0 = time.perf_counter()
+    try:
+        return workers.run_in_worker(name, plan, context, max_seconds=seconds)
+    except workers.EngineFailure as exc:
+        left = seconds - (time.perf_counter() - t0)
+        if not plan.seeds or "died" not in str(exc) or left < MIN_ENGINE_SECONDS or context.cancelled():
+            raise
+        warnings.append(f"{name}: {exc} on the seeded search; retried without seeds for {left:.0f}s")
+        return workers.run_in_worker(name, plan.model_copy(update={"seeds": []}), context, max_seconds=left)
+
+
 def run_search(
     plan: SearchPlan | dict[str, Any] | str | None,
     context: AgentContext,
@@ -138,7 +160,7 @@ def run_search(
     for engine_name in order:
         try:
             with engine_run():
-                run = _engine(engine_name)(valid_plan, context, max_seconds=seconds)
+                run = _run_engine(engine_name, valid_plan, context, seconds, outcome.warnings)
         except BackendUnavailable as exc:
             if engine_name != order[-1]:
                 outcome.warnings.append(f"{engine_name} unavailable, fell back to {order[-1]}: {exc}")
