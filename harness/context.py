@@ -37,8 +37,10 @@ class Budget:
             value = getattr(self, name)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"budget.{name} must be a positive number or null (unlimited), got {value!r}")
+            positive = name == "max_seconds"  # zero calls/runs/tokens is a meaningful limit; zero seconds is not
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (positive and value == 0):
+                kind = "a positive number" if positive else "a number >= 0"
+                raise ValueError(f"budget.{name} must be {kind} or null (unlimited), got {value!r}")
 
 
 class BudgetTracker:

@@ -1,11 +1,13 @@
 """A seeded toy on which harness optimization provably helps — for tests, demos and CI smoke runs.
 
-Every toy task is ``y = a*sin(x0) + b*x1**2`` (constants per task). The scripted model (``respond``, used through
-``llm=scripted``) plays every role and the prompt engineer:
+Every toy task is ``y = a*sin(x0) + b*x1**2`` (constants per task). The toy runs with an arithmetic-only SR
+floor (``backend.operators=[add,sub,mul,div]``, set by ``TOY_SR_FLOOR`` users), so an unguided engine run cannot
+write ``sin`` and misses the law, while a plan that adds ``sin`` and the right hypothesis solves it at once.
+The scripted model (``respond``, used through ``llm=scripted``) plays every role and the prompt engineer:
 
-- the Planner writes a *good* plan (the right seed equation and operators) only when its instruction contains
-  ``PHRASE`` or the conversation carries the Analyst's hint (``HINT``); otherwise a plan that cannot fit (add/sub
-  only, short), so SR misses the equation and acc_0.01 is 0;
+- the Planner writes a *good* plan (the right hypothesis and the sin operator) only when its instruction
+  contains ``PHRASE`` or the conversation carries the Analyst's hint (``HINT``); otherwise a plan with no
+  hypothesis, so SR misses the equation and acc_0.01 is 0;
 - the Analyst reports ``HINT``; the other roles answer with plain, valid but unhelpful output;
 - the prompt engineer / reflection model returns the current instruction plus a sentence holding ``PHRASE``.
 
@@ -27,6 +29,7 @@ PHRASE = "periodic hypothesis"
 HINT = "TOY-HINT: the target looks periodic in x0 and quadratic in x1"
 GOOD_SEED = "c0*sin(x0) + c1*x1**2"
 GOOD_OPERATORS = ["add", "sub", "mul", "sin", "square"]
+TOY_SR_FLOOR = ["add", "sub", "mul", "div"]  # the toy's SR operators: guidance has something to add
 BAD_OPERATORS = ["add", "sub"]
 
 
@@ -55,7 +58,7 @@ def _text(messages: list[dict[str, Any]]) -> str:
     return "\n".join(str(m.get("content") or "") for m in messages)
 
 
-def _system(messages: list[dict[str, Any]]) -> str:
+def _system(messages: list[dict[str, Any]]) -> str:  # the rewrite prompts put their role in the system message
     return "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
 
 
@@ -70,10 +73,9 @@ def rewrite_reply(messages: list[dict[str, Any]]) -> str:
 def plan(good: bool) -> dict[str, Any]:
     """A PlanOutput-shaped plan: the right hypothesis and operators, or one that cannot fit the toy."""
     if good:
-        return {"rationale": "periodic in x0, quadratic in x1", "operators": GOOD_OPERATORS, "max_length": 12,
+        return {"rationale": "periodic in x0, quadratic in x1", "operators": GOOD_OPERATORS,
                 "hypotheses": [GOOD_SEED], "features": []}
-    return {"rationale": "start with a linear model", "operators": BAD_OPERATORS, "max_length": 5,
-            "hypotheses": [], "features": []}
+    return {"rationale": "start with a linear model", "operators": BAD_OPERATORS, "hypotheses": [], "features": []}
 
 
 def role_reply(role: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -82,7 +84,7 @@ def role_reply(role: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
         return {"findings": [HINT], "operators": GOOD_OPERATORS, "hypotheses": []}
     if role == "diagnoser":
         return {"issues": ["the fit misses structure"], "evidence": ["residuals"], "missing_terms": []}
-    good = role == "planner" and (PHRASE in _system(messages) or HINT in _text(messages))
+    good = role == "planner" and (PHRASE in _text(messages) or HINT in _text(messages))
     return plan(good)
 
 

@@ -21,7 +21,7 @@ from optimize import toy
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = [
-    "llm=scripted", "benchmark=toy", "backend.time_budget=1", "backend.population_size=50", "backend.generations=20",
+    "llm=scripted", "benchmark=toy", "backend.operators=[add,sub,mul,div]", "backend.time_budget=1", "backend.population_size=50", "backend.generations=20",
     "optimize.tasks.n_train=3", "optimize.tasks.n_heldout=1",
     "optimize.stage1.groups=[[planner]]", "optimize.stage1.minibatch=1",
     "optimize.stage2.minibatch=2", "optimize.stage2.n_trials=2", "optimize.stage2.n_startup_trials=2",

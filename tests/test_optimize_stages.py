@@ -21,7 +21,8 @@ from optimize.stage3 import run_stage3
 from optimize.tasks import TaskSets
 from workflows.params import WorkflowParams
 
-SR = {"name": "operon", "time_budget": 1.0, "population_size": 50, "generations": 20, "max_length": 20}
+SR = {"name": "operon", "time_budget": 1.0, "population_size": 50, "generations": 20, "max_length": 20,
+      "operators": toy.TOY_SR_FLOOR}
 TASKS = TaskSets(toy.toy_tasks(5), toy.toy_tasks(2, offset=100))
 
 
