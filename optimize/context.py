@@ -22,6 +22,7 @@ from workflows.params import WorkflowParams
 log = logging.getLogger(__name__)
 
 DEFAULT_WORKFLOW = WorkflowParams.from_tuple((0, 1, 1, 0, 0))
+LLM_CACHE_FILE = "llm_cache.db"
 LLM_IDENTITY_KEYS = ("provider", "model", "model_path", "temperature", "max_tokens")
 
 
@@ -111,7 +112,12 @@ def build_context(
     injected (tests, notebooks); otherwise they come from the configs.
     """
     folder = RunFolder(run_dir)
-    llm = llm if llm is not None else make_client(llm_config)
+    if llm is None:
+        llm = make_client(llm_config)
+        if settings.llm_cache:
+            from harness.llm.cache import CachedLLM
+
+            llm = CachedLLM(llm, folder.path / LLM_CACHE_FILE)
     if tasks is None:
         tasks = load_task_sets(benchmark_config, settings.tasks.n_train, settings.tasks.n_heldout, seed=seed)
     backend, sr_settings = backend_settings(backend_config)

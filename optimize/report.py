@@ -142,6 +142,20 @@ def _stage_table(freeze: dict[str, Any]) -> list[str]:
     return lines
 
 
+def llm_cache_stats(run_dir: Path) -> dict[str, int] | None:
+    """Stored answers and hits of the run's LLM response cache (hits as counted by the processes that ran)."""
+    import sqlite3
+
+    path = Path(run_dir) / "llm_cache.db"
+    if not path.exists():
+        return None
+    with sqlite3.connect(path, timeout=30) as conn:
+        stored = conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        row = conn.execute("SELECT name FROM sqlite_master WHERE name = 'hits'").fetchone()
+        hits = conn.execute("SELECT COALESCE(SUM(n), 0) FROM hits").fetchone()[0] if row else 0
+    return {"stored": int(stored), "hits": int(hits)}
+
+
 def write_report(run_dir: str | Path) -> Path:
     """Write ``report.md`` (+ PNGs) into ``run_dir`` from its stage result files; returns the report path."""
     folder = RunFolder(run_dir)
@@ -171,6 +185,10 @@ def write_report(run_dir: str | Path) -> Path:
         spent = freeze.get("solver_runs_cumulative", {})
         out += ["## Cost", "", f"Cumulative solver executions after stages 1 / 2 / 3: {spent.get('init', 0)} / "
                 f"{spent.get('search', 0)} / {spent.get('refine', 0)}.", ""]
+    cache = llm_cache_stats(folder.path)
+    if cache:
+        out += [f"LLM response cache (`llm_cache.db`): {cache['stored']} answers stored; {cache['hits']} calls were "
+                "answered from it (a resumed or repeated stage pays for no call twice).", ""]
     if s1:
         out += ["## Stage 1: prompt pool", "",
                 "| role group | workflow | candidate | minibatch acc_0.01 | LLM calls / task |",

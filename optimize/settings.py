@@ -107,6 +107,7 @@ class OptimizeSettings(_Model):
     task_workers: int = Field(1, ge=1)
     branch_workers: int | None = 1
     keep_run_dirs: bool = True
+    llm_cache: bool = True  # llm_cache.db in the run folder: a resumed or repeated stage pays for no call twice
     run_budget: dict[str, Any] = Field(default_factory=dict)
     tasks: TaskSettings = Field(default_factory=TaskSettings)
     rewrite: RewriteConfig = Field(default_factory=RewriteConfig)

@@ -1,0 +1,134 @@
+"""A persistent response cache in front of any client, so a resumed or repeated run pays for no call twice.
+
+Keyed by everything that decides an answer: the model's identity (provider, model, file or server), the messages,
+tools and ``tool_choice``, the response format, ``n``, the sampling settings as they will be used (temperature and
+max tokens after the client's defaults) and the seed. Only calls with a seed are cached (without one, two calls
+are meant to differ), and only answers without an error. One SQLite file; several processes may share it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from harness.llm.base import LLMClient, LLMResponse, Message, ToolCall
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    responses TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS hits (
+    pid INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    time REAL NOT NULL
+);
+"""
+
+
+def model_identity(client: Any) -> dict[str, Any]:
+    """What names the model behind ``client`` (never keys)."""
+    config = getattr(client, "config", None)
+    data = {"provider": getattr(client, "provider", type(client).__name__),
+            "description": str(getattr(client, "description", ""))}
+    for name in ("model", "model_path", "base_url"):
+        value = getattr(config, name, None)
+        if value:
+            data[name] = value
+    if getattr(client, "model_path", None):
+        data["model_path"] = str(client.model_path)
+    return data
+
+
+class CachedLLM(LLMClient):
+    """``inner`` behind a response cache at ``path``; ``hits`` / ``misses`` count this process's lookups."""
+
+    def __init__(self, inner: LLMClient, path: str | Path) -> None:
+        super().__init__()
+        self.inner = inner
+        self.provider = inner.provider
+        self.config = getattr(inner, "config", None)
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+        with self._connect() as conn:
+            conn.executescript(_SCHEMA)
+
+    @property
+    def description(self) -> str:
+        return f"{self.inner.description} (cached in {self.path.name})"
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=60)
+        conn.execute("PRAGMA journal_mode=WAL")
+        return conn
+
+    def key(self, messages: list[Message], **request: Any) -> str | None:
+        """The cache key of a request, or ``None`` when it must not be cached (no seed)."""
+        if request.get("seed") is None:
+            return None
+        config = self.config
+        resolved = dict(request)
+        if resolved.get("temperature") is None:
+            resolved["temperature"] = getattr(config, "temperature", None)
+        if resolved.get("max_tokens") is None:
+            resolved["max_tokens"] = getattr(config, "max_tokens", None)
+        resolved.pop("timeout_s", None)  # how long we wait does not change the answer
+        blob = json.dumps({"model": model_identity(self.inner), "messages": messages, **resolved},
+                          sort_keys=True, default=str, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def _complete(self, messages: list[Message], **request: Any) -> list[LLMResponse]:
+        key = self.key(messages, **request)
+        if key is not None:
+            with self._lock, self._connect() as conn:
+                row = conn.execute("SELECT responses FROM responses WHERE key = ?", (key,)).fetchone()
+                if row is not None:
+                    conn.execute("INSERT INTO hits VALUES (?, 1, ?)", (os.getpid(), time.time()))
+            if row is not None:
+                self.hits += 1
+                return [_response(r) for r in json.loads(row[0])]
+        responses = self.inner.complete(messages, **request)
+        self.misses += 1
+        if key is not None and not any(r.error for r in responses):
+            payload = json.dumps([asdict(r) for r in responses], default=str)
+            with self._lock, self._connect() as conn:
+                conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)",
+                             (key, json.dumps(model_identity(self.inner), sort_keys=True), payload, time.time()))
+        return responses
+
+    def complete(self, messages: list[Message], *, timeout_s: float | None = None, **request: Any) -> list[LLMResponse]:
+        """As :meth:`LLMClient.complete`; a hit returns the stored answer without calling the model."""
+        request.setdefault("tools", None)
+        request.setdefault("response_format", None)
+        request.setdefault("n", 1)
+        for name in ("temperature", "max_tokens", "seed", "stop", "tool_choice"):
+            request.setdefault(name, None)
+        start = time.perf_counter()
+        responses = self._complete(messages, timeout_s=timeout_s, **request)
+        self.usage.record(responses, time.perf_counter() - start)
+        return responses
+
+    def stats(self) -> dict[str, int]:
+        with self._connect() as conn:
+            stored = conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        return {"hits": self.hits, "misses": self.misses, "stored": int(stored)}
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _response(data: dict[str, Any]) -> LLMResponse:
+    calls = [ToolCall(**c) if isinstance(c, dict) else c for c in data.pop("tool_calls", []) or []]
+    return LLMResponse(tool_calls=calls, **data)
