@@ -40,9 +40,10 @@ def main(cfg: DictConfig) -> float | None:
     try:
         results = run_pipeline(ctx, str(cfg.stage))
     finally:
-        close = getattr(ctx.llm, "close", None)
-        if callable(close):
-            close()
+        for client in {id(c): c for c in (ctx.llm, ctx.reflection_llm) if c is not None}.values():
+            close = getattr(client, "close", None)
+            if callable(close):
+                close()
     freeze = results.get("freeze") or {}
     final = freeze.get("selected_stage")
     score = ((freeze.get("rows") or {}).get(final) or {}).get("train") or {}

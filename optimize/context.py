@@ -36,8 +36,15 @@ class OptimizeContext:
     base: HarnessSpec
     seed: int = 0
     llm_config: dict[str, Any] = field(default_factory=dict)
+    reflection_llm: Any = None  # stage-1 rewrites and stage-3 reflection; None = ``llm``
+    reflection_config: dict[str, Any] | None = None
     backend_config: dict[str, Any] = field(default_factory=dict)
     benchmark_config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rewriter(self) -> Any:
+        """The model that writes instruction rewrites (GEPA's reflection_lm)."""
+        return self.reflection_llm if self.reflection_llm is not None else self.llm
 
     @property
     def seeds(self) -> list[int]:
@@ -112,12 +119,17 @@ def build_context(
     injected (tests, notebooks); otherwise they come from the configs.
     """
     folder = RunFolder(run_dir)
+    from harness.llm.cache import CachedLLM
+
     if llm is None:
         llm = make_client(llm_config)
         if settings.llm_cache:
-            from harness.llm.cache import CachedLLM
-
             llm = CachedLLM(llm, folder.path / LLM_CACHE_FILE)
+    reflection = None
+    if settings.reflection_llm:
+        reflection = make_client(settings.reflection_llm)
+        if settings.llm_cache:
+            reflection = CachedLLM(reflection, folder.path / LLM_CACHE_FILE)
     if tasks is None:
         tasks = load_task_sets(benchmark_config, settings.tasks.n_train, settings.tasks.n_heldout, seed=seed)
     backend, sr_settings = backend_settings(backend_config)
@@ -149,5 +161,6 @@ def build_context(
              len(tasks.heldout), os.getpid())
     return OptimizeContext(
         settings=settings, folder=folder, llm=llm, tasks=tasks, evaluator=evaluator, base=base, seed=seed,
-        llm_config=dict(llm_config), backend_config=dict(backend_config), benchmark_config=dict(benchmark_config),
+        llm_config=dict(llm_config), reflection_llm=reflection,
+        reflection_config=dict(settings.reflection_llm) if settings.reflection_llm else None, backend_config=dict(backend_config), benchmark_config=dict(benchmark_config),
     )

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from optimize.context import OptimizeContext
+from optimize.context import OptimizeContext, llm_identity
 from optimize.spec import HarnessSpec
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,8 @@ def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
         "solver_runs_by_stage": {k: v.get("solver_runs", 0) for k, v in spent.items()},
         "llm_calls_by_stage": {k: v.get("llm_calls", 0) for k, v in spent.items()},
         "optimizer_llm_usage": dict(getattr(getattr(ctx.llm, "usage", None), "snapshot", dict)()),
+        "harness_llm": llm_identity(ctx.llm_config),
+        "reflection_llm": llm_identity(ctx.reflection_config) if ctx.reflection_config else "the harness's own model",
         "seeds": ctx.seeds,
         "seed": ctx.seed,
         "training_tasks": [t.name for t in ctx.tasks.train],

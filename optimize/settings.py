@@ -108,6 +108,9 @@ class OptimizeSettings(_Model):
     branch_workers: int | None = 1
     keep_run_dirs: bool = True
     llm_cache: bool = True  # llm_cache.db in the run folder: a resumed or repeated stage pays for no call twice
+    # GEPA's reflection_lm: the model that writes stage-1 rewrites and stage-3 reflections (any `llm` config, e.g.
+    # {provider: openai, base_url: ..., model: ...}); None = the harness's own model.
+    reflection_llm: dict[str, Any] | None = None
     run_budget: dict[str, Any] = Field(default_factory=dict)
     tasks: TaskSettings = Field(default_factory=TaskSettings)
     rewrite: RewriteConfig = Field(default_factory=RewriteConfig)

@@ -81,7 +81,7 @@ def optimise_group(ctx: OptimizeContext, roles: list[str], prompts: dict[str, st
                 rw = journal.get_or_make(
                     f"{name}/{k}/{role}",
                     lambda role=role, avoid=avoid: propose_rewrite(
-                        ctx.llm, role, parent.prompts[role], feedback, mode="engineer",
+                        ctx.rewriter, role, parent.prompts[role], feedback, mode="engineer",
                         settings=ctx.settings.rewrite.settings(), seed=ctx.seed + 101 * k, avoid=avoid,
                     ).to_dict(),
                 )

@@ -281,7 +281,7 @@ def adapt(ctx: OptimizeContext, spec: HarnessSpec, batch: list[Any]) -> tuple[Ha
             rw = journal.get_or_make(
                 f"adapt/{spec.digest()}/{step}/{role}",
                 lambda role=role, feedback=feedback: propose_rewrite(
-                    ctx.llm, role, spec.prompts[role], feedback, mode="engineer",
+                    ctx.rewriter, role, spec.prompts[role], feedback, mode="engineer",
                     settings=ctx.settings.rewrite.settings(), seed=ctx.seed + 7 * step, context=context,
                 ).to_dict(),
             )

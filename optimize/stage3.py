@@ -109,7 +109,7 @@ def refine_step(ctx: OptimizeContext, step: int, members: list[Member], parent_i
                f"discussion rounds, synthesizer); roles in use: {', '.join(roles)}.")
     rw = ctx.folder.journal(STAGE).get_or_make(
         f"{step}/{parent.spec.digest()}/{role}",
-        lambda: propose_rewrite(ctx.llm, role, parent.spec.prompts[role], feedback, mode="reflect",
+        lambda: propose_rewrite(ctx.rewriter, role, parent.spec.prompts[role], feedback, mode="reflect",
                                 settings=ctx.settings.rewrite.settings(), seed=ctx.seed + 13 * step,
                                 context=context).to_dict(),
     )

@@ -145,6 +145,8 @@ def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     prov = harness.provenance
     assert prov["scores"]["baseline"]["train"] == 0.0 and prov["scores"]["init"]["train"] == 1.0
     assert set(prov["solver_runs_cumulative"]) == {"init", "search", "refine"}
+    assert prov["harness_llm"]["provider"] == "scripted" and prov["reflection_llm"] == "the harness's own model"
+    assert "LLM response cache" in report and (run_dir / "llm_cache.db").exists()
     assert prov["training_tasks"] and not set(prov["training_tasks"]) & set(prov["heldout_tasks"])
     unseen = toy.toy_tasks(1, offset=500)[0]
     assert unseen.name not in prov["training_tasks"] + prov["heldout_tasks"]

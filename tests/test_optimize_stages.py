@@ -87,3 +87,16 @@ def test_stage3_refines_the_planner(tmp_path, feedback):
         assert "[role:planner" in user and "[sr" in user
     else:
         assert "selected" in user and "candidates:" in user
+
+
+def test_rewrites_come_from_the_reflection_model_of_their_own(tmp_path):
+    """GEPA's reflection_lm: stage-1 rewrites go to optimize.reflection_llm, role calls to the harness's model."""
+    reflection = {"provider": "scripted", "model": "reflector", "extra": {"fn": "optimize.toy:respond"}}
+    ctx, llm = make_ctx(tmp_path, {"reflection_llm": reflection,
+                                   "stage1": {"groups": [["planner"]], "n_candidates": 2, "minibatch": 1,
+                                              "pool_size": 2}})
+    result = run_stage1(ctx)
+    assert toy.PHRASE in result["best_prompts"]["planner"]  # the rewrite arrived and won
+    assert ctx.reflection_llm is not None and ctx.reflection_llm.usage.calls >= 1
+    assert not any("prompt engineer" in r["messages"][0]["content"] for r in llm.requests)
+    assert llm.requests  # the role calls stayed on the harness's model
