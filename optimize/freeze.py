@@ -12,6 +12,7 @@ import logging
 import time
 from typing import Any
 
+from harness.artifact import FrozenHarness
 from optimize.context import OptimizeContext, llm_identity
 from optimize.spec import HarnessSpec
 
@@ -20,6 +21,31 @@ STAGE = "freeze"
 STAGE_ORDER = ("baseline", "init", "search", "refine")
 STAGE_TITLES = {"baseline": "seed harness", "init": "stage 1 (prompt init)", "search": "stage 2 (joint search)",
                 "refine": "stage 3 (reflective refinement)"}
+
+
+IDENTITY_FIELDS = ("prompts", "workflow", "backend", "sr_settings", "llm")
+
+
+def save_once(frozen: FrozenHarness, path: Any) -> FrozenHarness:
+    """Write ``frozen`` unless the folder already holds the same harness (same prompts, workflow, engine and
+    LLM settings; provenance aside), which is then kept: several workers finishing one run freeze one file and
+    one digest. A lock serialises the check and the write across processes."""
+    import fcntl
+    from pathlib import Path
+
+    path = Path(path)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            try:
+                held = FrozenHarness.load(path)
+            except Exception:  # noqa: BLE001 - unreadable or from an older schema: replace it
+                held = None
+            if held is not None and all(getattr(held, k) == getattr(frozen, k) for k in IDENTITY_FIELDS):
+                log.info("harness.json already holds this harness (%s), frozen by another worker; kept", held.digest)
+                return held
+        frozen.save(path)
+        return frozen
 
 
 def stage_specs(ctx: OptimizeContext) -> dict[str, HarnessSpec]:
@@ -100,7 +126,7 @@ def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
     }
     frozen = FrozenHarness.create(dict(spec.prompts), spec.workflow, backend=spec.backend,
                                   sr_settings=dict(spec.sr_settings), llm=ctx.llm_config, provenance=provenance)
-    frozen.save(ctx.folder.harness_path)
+    frozen = save_once(frozen, ctx.folder.harness_path)
     log.info("froze the %s harness (%s) to %s", final, frozen.digest, ctx.folder.harness_path)
     return {"stage": STAGE, "selected_stage": final, "rows": rows, "solver_runs_cumulative": cumulative,
             "harness_path": str(ctx.folder.harness_path), "digest": frozen.digest}

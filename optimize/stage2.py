@@ -124,10 +124,30 @@ def open_study(ctx: OptimizeContext) -> optuna.Study:
     s = ctx.settings.stage2
     url = ctx.settings.storage or ctx.folder.storage_url()
     sampler = optuna.samplers.TPESampler(seed=ctx.seed, n_startup_trials=s.n_startup_trials)
-    return optuna.create_study(
-        storage=make_storage(url, s), study_name=ctx.settings.study_name, direction="maximize", sampler=sampler,
-        load_if_exists=True,
-    )
+    for attempt in range(5):  # workers starting together race to create the schema and the study: retry
+        try:
+            study = optuna.create_study(
+                storage=make_storage(url, s), study_name=ctx.settings.study_name, direction="maximize",
+                sampler=sampler, load_if_exists=True,
+            )
+            break
+        except Exception as exc:  # noqa: BLE001 - sqlalchemy IntegrityError / OperationalError, DuplicatedStudyError
+            if attempt == 4:
+                raise
+            log.info("stage 2: opening the study raced another worker (%s); retrying", type(exc).__name__)
+            time.sleep(0.5 + attempt)
+    others = live_workers(study)
+    if others:  # workers sharing a study must not propose the same parameters: each gets its own sampler seed
+        study.sampler = optuna.samplers.TPESampler(seed=stable_seed(ctx.seed, "tpe", others),
+                                                   n_startup_trials=s.n_startup_trials)
+    return study
+
+
+def live_workers(study: optuna.Study) -> int:
+    """Other workers of the study that may still run: live processes on this host, any on other hosts."""
+    host, me = socket.gethostname(), os.getpid()
+    joined = [_split_worker(k.split("/", 1)[1]) for k in study.user_attrs if k.startswith("worker/")]
+    return sum(1 for h, p in joined if h != host or (p not in (None, me) and _pid_alive(p)))
 
 
 # -- search space -----------------------------------------------------------------------------------------------
@@ -194,6 +214,42 @@ class _StopAfterFailures:
                 study.stop()
 
 
+SLOT_POLL_SECONDS = 1.0
+MAX_DUPLICATE_PRUNES = 8  # in a row, per process; then a repeated parameter set is evaluated (cache hit)
+
+
+def claim_slot(study: optuna.Study, number: int, n_trials: int) -> bool:
+    """May trial ``number`` run? Yes while COMPLETE trials plus earlier RUNNING ones leave a slot of ``n_trials``.
+
+    Why: with several workers on one study each may start a trial while the last slot is still open, which ends
+    with more than ``n_trials`` complete trials. Trial numbers are unique and ordered, so exactly one worker gets
+    each slot; a later trial waits while earlier ones may still fail (and free their slot), and gives up once the
+    slots are filled. Dead workers' trials are failed meanwhile (``fail_dead_trials``, Optuna's heartbeat).
+    """
+    while True:
+        trials = study.get_trials(deepcopy=False)
+        done = sum(t.state == TrialState.COMPLETE for t in trials)
+        ahead = sum(t.state == TrialState.RUNNING and t.number < number for t in trials)
+        if done + ahead < n_trials:
+            return True
+        if done >= n_trials:
+            return False
+        time.sleep(SLOT_POLL_SECONDS)
+        fail_dead_trials(study)
+
+
+def duplicate_of(study: optuna.Study, number: int, params: dict[str, Any]) -> int | None:
+    """A COMPLETE or RUNNING trial of *another* worker with exactly these parameters, if any.
+
+    Only other workers' trials count: one process's sampler repeating itself in a small space is a cache hit, as
+    before; two processes evaluating the same point at once is the waste this prevents."""
+    me = worker_id()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+        if t.number != number and t.params == params and t.user_attrs.get("worker") not in (None, me):
+            return t.number
+    return None
+
+
 def completed(study: optuna.Study) -> list[FrozenTrial]:
     return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
 
@@ -226,11 +282,22 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
     fail_dead_trials(study, s.max_retry)
     batch = minibatch(ctx.tasks.train, s.minibatch, ctx.seed, STAGE)
     pool_sizes = {role: len(pool[role]) for role in ROLE_ORDER if role in pool}
+    repeats = {"n": 0}
 
     def objective(trial: Trial) -> float:
         trial.set_user_attr("worker", worker_id())
+        if not claim_slot(trial.study, trial.number, s.n_trials):
+            trial.study.stop()
+            raise optuna.TrialPruned(f"{s.n_trials} trials are complete or running in other workers")
         w, idx = suggest(trial, s, pool_sizes, workflows)
         spec = spec_for(ctx.base, pool, w, idx)
+        system_attrs = trial.study._storage.get_trial_system_attrs(trial._trial_id)
+        queued = bool({"fixed_params", "failed_trial"} & set(system_attrs))  # a retry or enqueued point: on purpose
+        twin = None if queued else duplicate_of(trial.study, trial.number, trial.params)
+        if twin is not None and repeats["n"] < MAX_DUPLICATE_PRUNES:  # not a new trial: let the sampler draw again
+            repeats["n"] += 1
+            raise optuna.TrialPruned(f"same parameters as trial {twin}")
+        repeats["n"] = 0  # (a small space may leave only repeats: then a repeat runs, from the evaluation cache)
         try:
             summary = ctx.evaluator.evaluate(spec, batch, ctx.seeds, stage=STAGE, label=f"trial {trial.number}",
                                              reserve=s.adapt_reserve)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -213,3 +214,34 @@ def test_stage_all_quick_preset_with_the_embedded_model(tmp_path):
     assert harness.llm["provider"] == "local" and harness.backend == "operon"
     report = (run_dir / "report.md").read_text()
     assert "| stage 3: refinement" in report
+
+
+def test_two_workers_on_one_folder_finish_exactly_n_trials_and_one_harness(tmp_path):
+    """Two `python -m optimize stage=all` processes on one run folder (one SQLite study): exactly n_trials
+    complete trials, no parameter set evaluated twice, one frozen harness with one digest."""
+    run_dir = tmp_path / "shared"
+    args = [*TINY, "optimize.stage2.n_trials=5", "optimize.stage2.bounds.repair_rounds=[0,2]",
+            f"hydra.run.dir={run_dir}", "stage=all"]
+    cmd = [sys.executable, "-m", "optimize", *args]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    procs = [subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(o[-2000:] for o in outs)
+    import optuna
+
+    study = optuna.load_study(study_name="harness-sr-stage2", storage=f"sqlite:///{run_dir / 'optuna.db'}")
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert len(complete) == 5
+    workers = {t.user_attrs.get("worker") for t in complete}
+    params = [tuple(sorted(t.params.items())) for t in complete]
+    if len(workers) > 1:  # both took part: neither evaluated what the other had
+        by_worker = {}
+        for t in complete:
+            by_worker.setdefault(t.user_attrs["worker"], set()).add(tuple(sorted(t.params.items())))
+        a, b = by_worker.values()
+        assert not a & b, params
+    digests = set(re.findall(r"froze the \w+ harness \((sha256:[0-9a-f]+)\)", "\n".join(outs)))
+    digests |= set(re.findall(r"already holds this harness \((sha256:[0-9a-f]+)\)", "\n".join(outs)))
+    harness = FrozenHarness.load(run_dir / "harness.json")
+    assert digests == {harness.digest}, digests
