@@ -135,3 +135,22 @@ def test_seed_pool_candidates_are_injected_and_returned():
     run = run_operon(SearchPlan(generations=2, population_size=60), ctx, max_seconds=3, seed_pool=pool)
     assert run.info["n_injected"] == 1 and pool[0] in run.candidates
     assert engine_best(run.candidates).metric("valid") < 1e-10
+
+
+def test_a_later_run_can_continue_the_population_of_an_earlier_one() -> None:
+    """SRSettings.continue_search: the worker keeps a branch's population; the next run goes on from it."""
+    import benchmarks
+    from harness.context import AgentContext
+    from harness.sr.backends import run_search
+
+    task = benchmarks.load_suite("synthetic", names=["chem_react_synth_00"], n_train=100)[0]
+    ctx = AgentContext(task=task)
+    key = {"population_key": "test-branch-0"}
+    first = run_search({"time_budget": 1, "population_size": 60, "extras": {**key, "continue_population": False}}, ctx)
+    again = run_search({"time_budget": 1, "population_size": 60, "seeds": ["c0*A"],
+                        "extras": {**key, "continue_population": True}}, ctx)
+    fresh = run_search({"time_budget": 1, "population_size": 60, "extras": {"population_key": "other",
+                                                                            "continue_population": True}}, ctx)
+    assert first.error is None and "continued" not in first.info
+    assert again.error is None and again.info["continued"] == "test-branch-0" and again.info["n_injected"] == 1
+    assert "continued" not in fresh.info  # nothing kept under that key: a fresh run

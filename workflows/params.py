@@ -114,6 +114,7 @@ class SRSettings(BaseModel):
     max_seeds: int = Field(8, ge=0, le=20)
     carry_best_seed: bool = True
     carry_seeds: int = Field(3, ge=1, le=20)
+    continue_search: bool = False  # later runs of a branch continue its Operon population (seeds injected)
     operators: list[str] = Field(default_factory=lambda: list(DEFAULT_OPERATORS))
     max_extra_operators: int = Field(4, ge=0, le=10)
     hypothesis_max_nmse: float = Field(1.0, gt=0)

@@ -204,6 +204,7 @@ class _WorkflowRun:
         self.stop_reason: str | None = None
         self.findings = ""
         self.analyst_node: int | None = None
+        self.run_id = f"{os.getpid()}-{id(self)}-{time.time_ns()}"
 
     # -- bookkeeping ----------------------------------------------------------------------------------------
     def _error(self, text: str) -> None:
@@ -332,6 +333,9 @@ class _WorkflowRun:
             seeds = list(dict.fromkeys(carried))[: s.carry_seeds] + seeds
         raw.update(seeds=list(dict.fromkeys(seeds))[: s.max_seeds],
                    seed=(self.seed * 1000 + branch.index * 50 + branch.steps) % (2**31))
+        if s.continue_search:  # the engine keeps this branch's population and the next run goes on from it
+            raw["extras"] = {"population_key": f"{self.run_id}/{branch.index}",
+                             "continue_population": step != "initial"}
         from harness.sr.backends import run_search
 
         with self.sr_gate:

@@ -60,6 +60,11 @@ _EXTRAS: dict[str, tuple[type, float, float]] = {
     "initialization_max_length": (int, 2, 60),
     "n_threads": (int, 1, 64),
 }
+# extras about the run rather than the regressor: continue a population kept from an earlier run
+_RUN_EXTRAS = ("population_key", "continue_population")
+MAX_KEPT_POPULATIONS = 8
+_POPULATIONS: dict[str, Any] = {}  # population_key -> fitted regressor, in the process that ran it (a worker)
+
 _CHOICE_EXTRAS: dict[str, tuple[str, ...]] = {
     "offspring_generator": ("basic", "os", "brood", "poly"),
     "reinserter": ("keep-best", "replace-worst"),
@@ -96,6 +101,8 @@ def operon_kwargs(plan: SearchPlan, gp_seconds: int, warnings: list[str] | None 
         "n_threads": 1,
     }
     for key, value in plan.extras.items():
+        if key in _RUN_EXTRAS:
+            continue
         if key in _EXTRAS:
             kind, lo, hi = _EXTRAS[key]
             try:
@@ -396,7 +403,22 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
     info: dict[str, Any] = {"gp_seconds": gp_seconds, "allowed_symbols": kwargs["allowed_symbols"],
                             "features": features, "n_seeds": len(usable_seeds)}
 
-    if usable_seeds and kwargs["generations"] > 1:
+    key = plan.extras.get("population_key")
+    held = _POPULATIONS.get(str(key)) if key and plan.extras.get("continue_population") else None
+    if held is not None and getattr(held, "_harness_shape", None) == (X_eng.shape[1], kwargs["allowed_symbols"]):
+        # continue the earlier run's population (same inputs and operators), with the new seeds injected: a
+        # split search then searches what one longer run would, plus the guidance
+        reg = held
+        if usable_seeds:
+            individuals = _seed_individuals(op, reg, usable_seeds, names, context.variables, X_eng, y, warnings)
+            reg.individuals_ = _inject(list(reg.individuals_), individuals, kwargs["population_size"])
+            info["n_injected"] = min(len(individuals), max(1, kwargs["population_size"] // 4))
+        left = int(max(1.0, math.floor(total - reserve - (time.perf_counter() - t0))))
+        reg.set_params(warm_start=True, generations=kwargs["generations"], max_time=left,
+                       random_state=int(plan.seed))
+        info["continued"] = str(key)
+        reg.fit(X_eng, y)
+    elif usable_seeds and kwargs["generations"] > 1:
         reg = SymbolicRegressor(**{**kwargs, "generations": 1})
         reg.fit(X_eng, y)
         individuals = _seed_individuals(op, reg, usable_seeds, names, context.variables, X_eng, y, warnings)
@@ -409,6 +431,12 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
     else:
         reg = SymbolicRegressor(**kwargs)
         reg.fit(X_eng, y)
+    if key:
+        reg._harness_shape = (X_eng.shape[1], kwargs["allowed_symbols"])
+        _POPULATIONS.pop(str(key), None)
+        _POPULATIONS[str(key)] = reg
+        while len(_POPULATIONS) > MAX_KEPT_POPULATIONS:
+            _POPULATIONS.pop(next(iter(_POPULATIONS)))
     info["generations"] = int(reg.stats_.get("generations", 0))
     info["gp_wall_seconds"] = round(time.perf_counter() - t0, 3)
 

@@ -459,7 +459,9 @@ def widen_to_floor(plan: SearchPlan, floor: SearchPlan, *, max_extra_operators: 
     dropped = [o for o in floor.operators if o not in plan.operators]
     if dropped:
         _note(notes, f"kept the harness's operators {', '.join(dropped)} (a plan can add operators, not remove them)")
-    update: dict[str, Any] = {"operators": list(floor.operators) + extra}
+    # the harness's engine options and loss are not the plan's to change
+    update: dict[str, Any] = {"operators": list(floor.operators) + extra, "loss": floor.loss,
+                              "extras": {**plan.extras, **floor.extras}}
     for name in ("max_length", "max_depth", "population_size", "time_budget", "generations"):
         mine, base = getattr(plan, name), getattr(floor, name)
         if mine < base:

@@ -139,6 +139,7 @@ class _Worker:
         self.process = subprocess.Popen([sys.executable, "-m", "harness.sr.workers"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=None, env=env, bufsize=0)
         self.tasks: list[str] = []
+        self.populations: list[str] = []  # population keys this worker's engine keeps (newest last)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -179,8 +180,12 @@ class _Pool:
         self._lock = threading.Lock()
         self.started = 0
 
-    def take(self, key: str) -> _Worker:
+    def take(self, key: str, population: str | None = None) -> _Worker:
         with self._lock:
+            if population:  # a run that continues a population must go where the population lives
+                for i, w in enumerate(self._idle):
+                    if population in w.populations and w.alive():
+                        return self._idle.pop(i)
             for i, w in enumerate(self._idle):  # prefer a worker that already holds the task's data
                 if key in w.tasks and w.alive():
                     return self._idle.pop(i)
@@ -235,7 +240,8 @@ def run_in_worker(engine: str, plan: Any, context: AgentContext, *, max_seconds:
                   grace: float = GRACE_SECONDS) -> Any:
     """Run ``engine`` on ``plan`` in a worker; the engine's result, or :class:`EngineFailure` with the reason."""
     key = task_key(context.task)
-    worker = _POOL.take(key)
+    population = str(plan.extras.get("population_key") or "") or None
+    worker = _POOL.take(key, population)
     job = _Job(engine=engine, plan=plan, task_key=key, seed=context.seed, fit=context.fit,
                max_seconds=float(max_seconds), extras=_plain_extras(context.extras))
     deadline = time.monotonic() + float(max_seconds) + grace
@@ -259,6 +265,8 @@ def run_in_worker(engine: str, plan: Any, context: AgentContext, *, max_seconds:
     except BaseException:
         worker.kill()
         raise
+    if population:
+        worker.populations = [p for p in worker.populations if p != population][-7:] + [population]
     _POOL.give_back(worker)
     if status == "ok":
         return payload[0]
