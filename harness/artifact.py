@@ -100,6 +100,11 @@ def llm_settings(config: Any) -> dict[str, Any]:
     return out
 
 
+def _digest_of(content: dict[str, Any]) -> str:
+    blob = json.dumps(json_safe(content), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
 class FrozenHarness(BaseModel):
     """Role prompts + workflow parameters + SR settings + LLM settings + provenance, sealed by a digest."""
 
@@ -175,8 +180,7 @@ class FrozenHarness(BaseModel):
         return json_safe(self.model_dump(mode="json", exclude={"digest"}))
 
     def compute_digest(self) -> str:
-        blob = json.dumps(self.content(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        return _digest_of(self.content())
 
     def to_json(self) -> str:
         data = {**self.content(), "digest": self.compute_digest()}
@@ -205,7 +209,9 @@ class FrozenHarness(BaseModel):
             harness = cls.model_validate(data)
         except ValidationError as exc:
             raise ArtifactError(f"{source}: invalid harness: {exc}") from None
-        actual = harness.compute_digest()
+        # Checked over the content as stored: a setting added to the code later (with a default that keeps the
+        # old behaviour) must not make every earlier file look tampered with. The file's digest stays its identity.
+        actual = _digest_of({k: v for k, v in data.items() if k != "digest"})
         if actual != stored:
             raise ArtifactError(f"{source}: digest mismatch (stored {stored[:19]}..., content {actual[:19]}...): "
                                 "the file was modified after it was saved; refusing to use it")

@@ -30,9 +30,11 @@ class Candidate:
     def metric(self, split: str = "valid", name: str = "nmse") -> float:
         """A metric, +inf when missing or not finite (so it sorts last)."""
         value = self.metrics.get(split, {}).get(name)
-        if value is None or not math.isfinite(value):
+        try:  # records read back from JSON may hold "inf"/"nan" as text
+            value = float(value)
+        except (TypeError, ValueError):
             return math.inf
-        return float(value)
+        return value if math.isfinite(value) else math.inf
 
     def sort_key(self, split: str = "valid") -> tuple[float, int, float, str]:
         """Validation NMSE (to ~2% and floored at 1e-14), then complexity, then exact NMSE, then text.

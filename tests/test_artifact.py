@@ -155,3 +155,23 @@ def test_solve_with_scripted_model(tmp_path: Path) -> None:
     record = json.loads((tmp_path / "result.json").read_text())
     assert record["expression"] == sol.equation and record["harness_digest"] == h.digest
     assert record["llm_calls"] == sol.llm_calls and (tmp_path / "nodes.jsonl").is_file()
+
+
+def test_a_file_from_before_a_new_setting_still_loads(tmp_path) -> None:
+    """Settings added later (with defaults that keep the old behaviour) must not make old files look tampered."""
+    import hashlib
+    import json as _json
+
+    path = FrozenHarness.build_default().save(tmp_path / "h.json")
+    data = _json.loads(path.read_text())
+    data["sr_settings"].pop("continue_search")  # as written by a version that had no such setting
+    content = {k: v for k, v in data.items() if k != "digest"}
+    blob = _json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    data["digest"] = "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+    path.write_text(_json.dumps(data))
+    loaded = FrozenHarness.load(path)
+    assert loaded.digest == data["digest"] and loaded.sr_settings["continue_search"] is False
+    data["prompts"]["planner"] += " tampered"
+    path.write_text(_json.dumps(data))
+    with pytest.raises(ArtifactError, match="digest mismatch"):
+        FrozenHarness.load(path)
