@@ -158,7 +158,7 @@ def test_missing_file_and_parquet_engine(tmp_path):
 
 
 def write_h5(path: Path, official_keys: bool = True) -> Path:
-    h5py = pytest.importorskip("h5py")
+    import h5py  # a core dependency
     rng = np.random.default_rng(0)
     keys = ("train_data", "id_test_data", "ood_test_data") if official_keys else ("train", "test", "ood_test")
     layout = {"phys_osc": {"PO0": 4, "PO1": 4}, "chem_react": {"CRK0": 3}, "matsci": {"MatSci0": 5}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pyoperon  # a core dependency: a broken install fails here, it does not skip
 import pytest
 
 from harness.context import AgentContext, Budget, BudgetExhausted, BudgetTracker, evaluate_candidate
@@ -12,7 +13,6 @@ from harness.sr.operon_backend import operon_kwargs, run_operon, substitute_feat
 from harness.sr.plan import SearchPlan
 from harness.task import Task
 
-pyoperon = pytest.importorskip("pyoperon")
 
 
 def make_task(fn, lo, hi, d, names=None, n=200, seed=0, name="t") -> Task:
