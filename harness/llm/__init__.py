@@ -1,6 +1,6 @@
 """LLM clients behind one interface: ``make_llm(config).complete(messages, ...) -> list[LLMResponse]``.
 
-Providers: ``local`` (embedded llama.cpp running SmolLM2-135M, the default), ``openai`` (any OpenAI-compatible
+Providers: ``local`` (embedded llama.cpp running Qwen2.5-Coder-1.5B, the default; SmolLM2-135M as ``llm=tiny``), ``openai`` (any OpenAI-compatible
 server), ``vllm`` (in-process engine, optional extra) and ``scripted`` (test double). Provider modules load on
 demand, so importing this package never pulls in llama.cpp, the openai SDK or vLLM.
 """
