@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from harness.sqlitedb import connect
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS evals (
     digest TEXT NOT NULL,
@@ -69,9 +71,8 @@ class EvalCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False, isolation_level=None)
+        self._conn = connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
         with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.executescript(_SCHEMA)
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.candidates import Candidate, select, select_best
+from harness.candidates import Candidate, select_best
 from harness.context import AgentContext, Budget, BudgetExhausted, BudgetTracker, FitSettings, evaluate_candidate
 from harness.llm.base import LLMError
 from harness.state import SearchRunState

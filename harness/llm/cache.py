@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sqlite3
 import threading
 import time
 from dataclasses import asdict
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.llm.base import LLMClient, LLMResponse, Message, ToolCall
+from harness.sqlitedb import connect
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -62,17 +62,13 @@ class CachedLLM(LLMClient):
         self.hits = 0
         self.misses = 0
         self._lock = threading.Lock()
-        with self._connect() as conn:
-            conn.executescript(_SCHEMA)
+        self._conn = connect(self.path, timeout=60, check_same_thread=False)
+        with self._lock, self._conn:
+            self._conn.executescript(_SCHEMA)
 
     @property
     def description(self) -> str:
         return f"{self.inner.description} (cached in {self.path.name})"
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=60)
-        conn.execute("PRAGMA journal_mode=WAL")
-        return conn
 
     def key(self, messages: list[Message], **request: Any) -> str | None:
         """The cache key of a request, or ``None`` when it must not be cached (no seed)."""
@@ -92,10 +88,10 @@ class CachedLLM(LLMClient):
     def _complete(self, messages: list[Message], **request: Any) -> list[LLMResponse]:
         key = self.key(messages, **request)
         if key is not None:
-            with self._lock, self._connect() as conn:
-                row = conn.execute("SELECT responses FROM responses WHERE key = ?", (key,)).fetchone()
+            with self._lock, self._conn:
+                row = self._conn.execute("SELECT responses FROM responses WHERE key = ?", (key,)).fetchone()
                 if row is not None:
-                    conn.execute("INSERT INTO hits VALUES (?, 1, ?)", (os.getpid(), time.time()))
+                    self._conn.execute("INSERT INTO hits VALUES (?, 1, ?)", (os.getpid(), time.time()))
             if row is not None:
                 self.hits += 1
                 return [_response(r) for r in json.loads(row[0])]
@@ -103,8 +99,8 @@ class CachedLLM(LLMClient):
         self.misses += 1
         if key is not None and not any(r.error for r in responses):
             payload = json.dumps([asdict(r) for r in responses], default=str)
-            with self._lock, self._connect() as conn:
-                conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)",
+            with self._lock, self._conn:
+                self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)",
                              (key, json.dumps(model_identity(self.inner), sort_keys=True), payload, time.time()))
         return responses
 
@@ -121,11 +117,13 @@ class CachedLLM(LLMClient):
         return responses
 
     def stats(self) -> dict[str, int]:
-        with self._connect() as conn:
-            stored = conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        with self._lock:
+            stored = self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
         return {"hits": self.hits, "misses": self.misses, "stored": int(stored)}
 
     def close(self) -> None:
+        with self._lock:
+            self._conn.close()
         self.inner.close()
 
 
