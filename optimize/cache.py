@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 import threading
 import time
 from pathlib import Path

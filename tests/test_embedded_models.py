@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
-import sys
 from pathlib import Path
 
 import pytest

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import atexit
 import copy
-import importlib.util
 import json
 import os
 import threading
