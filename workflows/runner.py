@@ -38,6 +38,7 @@ from workflows.roles import (
     salvage_truncated,
 )
 
+ENGINE_INFO_KEYS = ("generations", "gp_seconds", "n_seeds", "n_injected", "continued", "front_size")
 MIN_LLM_SECONDS = 1.0  # below this a role call is not made (it is counted and falls back)
 ENGINE_RESERVE_MARGIN_S = 1.0  # kept on top of one engine run's time for its refit and bookkeeping
 
@@ -356,7 +357,8 @@ class _WorkflowRun:
             seconds=outcome.seconds, error=outcome.error,
             info={"step": step, "plan": outcome.plan.model_dump(), "plan_changes": outcome.plan_changes[:20],
                   "hypothesis_notes": notes[:10], "warnings": outcome.warnings[:10],
-                  "backend_used": outcome.backend_used},
+                  "backend_used": outcome.backend_used,
+                  "engine": {k: outcome.info[k] for k in ENGINE_INFO_KEYS if k in outcome.info}},
         )
         branch.last_node = node_id
         branch.steps += 1
