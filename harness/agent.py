@@ -95,6 +95,9 @@ class AgentConfig(BaseModel):
     target_acc: str | None = Field(None, description="stop once this validation metric (e.g. acc_0.01) is 1")
     tools: list[str] | None = Field(None, description="tool names; None = run_sr_search, evaluate_expression, analysis")
     parser: Literal["native", "json", "tagged"] = "native"
+    tool_choice: Literal["auto", "required"] | None = Field(
+        None, description="native parser: 'required' makes every answer a tool call (servers that constrain "
+                          "decoding then force valid arguments: small models rarely call tools on their own)")
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     max_tool_calls_per_response: int = Field(4, ge=1)
     temperature: float | None = 0.7
@@ -193,6 +196,8 @@ class SRAgent:
         spec = self.parser.format_tools(list(self.tools.values()))
         self._tool_system: str = spec.get("system", "")
         self._tool_kwargs: dict[str, Any] = dict(spec.get("kwargs", {}))
+        if self.config.tool_choice is not None and "tools" in self._tool_kwargs:
+            self._tool_kwargs["tool_choice"] = self.config.tool_choice
 
     def _make_tools(self) -> dict[str, BaseTool]:
         names = self.config.tools if self.config.tools is not None else default_tools()

@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
     @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=config_name)
     def app(cfg: DictConfig) -> None:
+        quiet_http_logs()
         outcome["rc"] = int(fn(cfg) or 0)
 
     saved = sys.argv
@@ -63,6 +64,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # -- shared helpers -------------------------------------------------------------------------------------------------
+HTTP_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai")
+
+
+def quiet_http_logs() -> None:
+    """Hydra logs at INFO; the HTTP clients under the openai SDK would then print a line per request."""
+    import logging
+
+    for name in HTTP_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def refuse_pasted_keys(overrides: list[str]) -> str | None:
     """A message when an override puts a key where an environment variable's name belongs.
 

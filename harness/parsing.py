@@ -199,15 +199,21 @@ def parse_json_output(
     """
     prefer_array = isinstance(model_cls, dict) and model_cls.get("type") == "array"
     values, error = _decoded_values(text, prefer_array=prefer_array)
-    if not values:
-        return None, error
-    first_error: str | None = None
+    first_error: str | None = None if values else error
     for value in values:
         obj, err = _validate(value, model_cls)
         if err is None:
             return obj, None
         first_error = first_error or err
+    if _cut_off(text):  # say so: the error of a nested value ("[] is not an object") would mislead
+        first_error = f"the JSON object never closes (cut off, e.g. at max_tokens); {first_error}"
     return None, first_error
+
+
+def _cut_off(text: str) -> bool:
+    """True when the text opens a JSON object that never closes (a truncated answer)."""
+    body = (text or "").strip()
+    return body.startswith("{") and not body.startswith(next(_balanced_spans(body), "\0"))
 
 
 # -- tools ------------------------------------------------------------------------------------------------------
@@ -503,6 +509,10 @@ class TaggedTextParser(BaseParser):
             body = match.group(1).strip()
             if not body:
                 outcome.errors.append("empty <tool_call> block")
+                continue
+            if _cut_off(body):
+                # The object never closes (the answer hit max_tokens): an object nested in it is not the call.
+                outcome.errors.append("could not read <tool_call> block: its JSON object never closes (cut off at max_tokens?)")
                 continue
             value, error = extract_json(body)
             if error is not None:

@@ -27,6 +27,9 @@ def _plain(node: Any) -> Any:
 
 @hydra.main(config_path="../conf", config_name="optimize", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
+    from harness.cli import quiet_http_logs
+
+    quiet_http_logs()
     run_dir = HydraConfig.get().runtime.output_dir
     settings = OptimizeSettings.model_validate(_plain(cfg.optimize))
     ctx = build_context(

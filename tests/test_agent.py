@@ -283,6 +283,25 @@ def test_cli_agent_with_scripted_model_writes_the_run_folder(tmp_path, capsys):
     assert main(["nosuchcommand"]) == 2
 
 
+def test_cli_agent_takes_the_llm_group_like_every_command(tmp_path):
+    """`agent llm=openai` selects conf/llm/openai.yaml (it used to replace the inline llm block with a string)."""
+    from harness.cli import main
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "data.csv").write_text("x0,y\n" + "".join(f"{i},{2 * i}\n" for i in range(40)))
+    out = tmp_path / "run"
+    args = [f"data={tmp_path / 'data.csv'}", "llm=openai", f"llm.base_url=http://127.0.0.1:{port}/v1",
+            "llm.max_retries=0", "llm.timeout_s=5", "agent.L=1", f"out={out}"]
+    assert main(["agent", *args]) == 1  # a dead server is a recorded failure (exit code 1), not a crash
+    result = json.loads((out / RESULT_FILE).read_text())
+    assert result["status"] == "failed_llm"
+    run = json.loads((out / RUN_FILE).read_text())
+    assert run["config"]["cli"]["llm"]["provider"] == "openai" and run["config"]["cli"]["llm"]["model"] == "gpt-4o-mini"
+
+
 @TOOLS.register
 class SpentTool(BaseTool):
     name = "test_spent"
@@ -320,3 +339,12 @@ def test_default_tools_are_the_sr_and_analysis_tools(task, tmp_path):
     assert {"run_sr_search", "evaluate_expression", "correlations", "residual_diagnostics"} <= set(agent.tools)
     offered = [t["function"]["name"] for t in agent._tool_kwargs["tools"]]
     assert offered == list(agent.tools)
+
+
+def test_tool_choice_required_reaches_the_model(task, tmp_path):
+    llm = ScriptedLLM([call("test_spent"), "unused"])
+    make_agent(task, llm, tmp_path, L=1, tools=["test_spent"], tool_choice="required").run()
+    assert llm.requests[0]["tool_choice"] == "required" and llm.requests[0]["tools"]
+    plain = ScriptedLLM([call("test_spent"), "unused"])
+    make_agent(task, plain, tmp_path / "b", L=1, tools=["test_spent"]).run()
+    assert plain.requests[0].get("tool_choice") is None  # auto unless asked

@@ -492,7 +492,8 @@ def test_vllm_translation_with_fake_module(monkeypatch: pytest.MonkeyPatch, new_
 
     responses = client.complete(USER, n=2, response_format=json_schema_format(SCHEMA))
     assert len(responses) == 2 and responses[0].prompt_tokens == 5 and responses[0].completion_tokens == 2
-    assert state["engine_kwargs"] == {"model": "m", "seed": 3, "dtype": "half"}
+    # no vllm.config / xgrammar in the fake: no compact-JSON setting; max_model_len follows n_ctx
+    assert state["engine_kwargs"] == {"model": "m", "seed": 3, "max_model_len": 4096, "dtype": "half"}
     conv, sps, _ = state["chat_calls"][-1]
     assert "JSON schema" in conv[0][0]["content"] and sps[0].kwargs[key].kwargs["json"] == SCHEMA
 
@@ -504,6 +505,49 @@ def test_vllm_translation_with_fake_module(monkeypatch: pytest.MonkeyPatch, new_
     assert [res[0].text for res in results] == ["q0", "q1", "q2"]
     assert len(state["chat_calls"][-1][0]) == 3  # one batched engine call
     assert client.usage.calls == 5 and client.usage.responses == 6
+
+
+def test_vllm_call_past_its_deadline_after_the_engine_start_fails_cleanly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline vLLM cannot stop a generation: one whose deadline the engine start used up is never begun."""
+    _fake_vllm(monkeypatch, new_api=True)
+    vllm = sys.modules["vllm"]
+    engine_cls = vllm.LLM
+
+    class SlowStart(engine_cls):
+        def __init__(self, **kwargs: Any) -> None:
+            time.sleep(0.3)
+            super().__init__(**kwargs)
+
+    monkeypatch.setattr(vllm, "LLM", SlowStart)
+    client = make_llm({"provider": "vllm", "model": "m"})
+    with pytest.raises(LLMError, match="while the engine started"):
+        client.complete(USER, timeout_s=0.1)
+    assert client.complete(USER, timeout_s=5)[0].text  # the engine is up now: the next call runs
+    assert client.usage.failures == 1
+
+
+def test_vllm_engine_asks_for_compact_json_where_supported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small models fill max_tokens with newlines inside constrained JSON unless free whitespace is off."""
+    import dataclasses
+
+    _fake_vllm(monkeypatch, new_api=True)
+
+    @dataclasses.dataclass
+    class StructuredOutputsConfig:
+        backend: str = "auto"
+        disable_any_whitespace: bool = False
+
+    config_module = types.ModuleType("vllm.config")
+    config_module.StructuredOutputsConfig = StructuredOutputsConfig
+    monkeypatch.setitem(sys.modules, "vllm.config", config_module)
+    monkeypatch.setitem(sys.modules, "xgrammar", types.ModuleType("xgrammar"))
+    client = make_llm({"provider": "vllm", "model": "m", "n_ctx": 2048})
+    kwargs = client.engine_kwargs()
+    assert kwargs["structured_outputs_config"] == {"backend": "xgrammar", "disable_any_whitespace": True}
+    assert kwargs["max_model_len"] == 2048
+    mine = make_llm({"provider": "vllm", "model": "m", "extra": {
+        "compact_json": False, "engine_kwargs": {"max_model_len": 8192}}}).engine_kwargs()
+    assert "structured_outputs_config" not in mine and mine["max_model_len"] == 8192
 
 
 # -- the real embedded model (marked llm) -------------------------------------------------------------------------

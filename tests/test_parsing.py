@@ -236,3 +236,22 @@ def test_prepare_and_messages_as_text() -> None:
     assert json.loads(as_json[0]["content"]) == {"tool": "fit", "arguments": {"expression": "x"}}
     with pytest.raises(KeyError):
         make_parser("xml")
+
+
+def test_a_cut_off_tool_call_is_an_error_not_its_nested_object():
+    """Seen from SmolLM2 behind vllm serve: the answer hit max_tokens inside the call; the nested object that
+    happens to have a "name" key must not become a call."""
+    text = ('<tool_call>\n{"name": "evaluate_expression", "arguments": [\n  {"name": "Chrono-Europa", '
+            '"description": {"type": "T"}}, {"name": "more')
+    outcome = TaggedTextParser().parse(text)
+    assert outcome.calls == [] and "cut off" in outcome.errors[0]
+    whole = TaggedTextParser().parse('<tool_call>{"name": "fit", "arguments": {"x": {"name": "y"}}}</tool_call>')
+    assert [c.name for c in whole.calls] == ["fit"] and whole.calls[0].arguments == {"x": {"name": "y"}}
+
+
+def test_a_cut_off_json_answer_says_so():
+    schema = {"type": "object", "properties": {"h": {"type": "array"}, "note": {"type": "string"}},
+              "required": ["h", "note"]}
+    value, error = parse_json_output('{"h":[],"note":"1000000000000000', schema)
+    assert value is None and error.startswith("the JSON object never closes")
+    assert parse_json_output('{"h": [], "note": "ok"}', schema) == ({"h": [], "note": "ok"}, None)

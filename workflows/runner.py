@@ -281,7 +281,8 @@ class _WorkflowRun:
                     out = salvage_truncated(text, output_model(role))
                     salvaged = out is not None
                 if out is None:
-                    error = f"{role}: unparseable output: {perr}"
+                    cut = " (cut at max_tokens)" if response.finish_reason == "length" else ""
+                    error = f"{role}: unparseable output{cut}: {perr}"
         except Exception as exc:  # LLMError or a client bug: the run continues with the fallback
             error = f"{role}: call failed: {type(exc).__name__}: {exc}"
         if ptok or ctok:

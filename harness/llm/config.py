@@ -42,6 +42,12 @@ class LLMConfig(BaseModel):
     seed: int = 0
     extra: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("extra", mode="before")
+    @classmethod
+    def _no_extra_is_empty(cls, value: Any) -> Any:
+        """``extra: null`` in a config file (so a whole dict can be given on the command line) means none."""
+        return {} if value is None else value
+
     @field_validator("api_key_env")
     @classmethod
     def _a_variable_name_not_a_key(cls, value: str) -> str:

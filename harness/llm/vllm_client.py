@@ -9,7 +9,8 @@ Structured output uses ``StructuredOutputsParams(json=schema)`` (``SamplingParam
 (``SamplingParams.guided_decoding``) on older releases. Tools: by default (``extra.tool_mode="json"``) the output
 is constrained to ``{"tool": name, "arguments": {...}}``, which every model can follow; with ``"template"`` the
 tools go to the model's chat template and ``<tool_call>`` blocks are parsed from the text. vLLM offline has no
-per-request timeout; bound the work with ``max_tokens``.
+per-request timeout: a call whose deadline (``complete(timeout_s=...)``) passed while the engine started is an
+``LLMError`` before any generation; a generation is bounded by ``max_tokens``.
 
 ``vllm`` is imported only when this provider is chosen.
 """
@@ -28,6 +29,7 @@ from harness.llm.base import (
     LLMError,
     LLMResponse,
     Message,
+    deadline_passed,
     schema_from_response_format,
 )
 from harness.llm.config import LLMConfig
@@ -61,6 +63,17 @@ def structured_output_kwargs(schema: dict[str, Any] | None, *, json_object: bool
     raise LLMError("this vLLM has neither StructuredOutputsParams nor GuidedDecodingParams; upgrade vllm")
 
 
+def compact_json_supported() -> bool:
+    """True when this vLLM's structured-output config has ``disable_any_whitespace`` and xgrammar is installed."""
+    try:
+        config_module = importlib.import_module("vllm.config")
+        importlib.import_module("xgrammar")
+    except ImportError:
+        return False
+    fields = getattr(getattr(config_module, "StructuredOutputsConfig", None), "__dataclass_fields__", {})
+    return "disable_any_whitespace" in fields
+
+
 @dataclass
 class _Prepared:
     """One request translated for ``LLM.chat``: messages, sampling params, and how to read the output."""
@@ -85,6 +98,7 @@ class VLLMClient(LLMClient):
         self._vllm = import_vllm()
         self.tool_mode: str = config.extra.get("tool_mode", "json")
         self._engine: Any = None
+        self._started_in_call = False
         self._lock = threading.Lock()  # one generate() at a time; batching happens inside vLLM
         self._seed_lock = threading.Lock()
         self._seed_counter = 0
@@ -93,10 +107,24 @@ class VLLMClient(LLMClient):
     def description(self) -> str:
         return f"vLLM engine (model {self.model!r})"
 
+    def engine_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``vllm.LLM``: model, seed, context length, compact JSON, then ``extra.engine_kwargs``.
+
+        ``max_model_len`` follows ``n_ctx`` (vLLM's default is the model's full context, whose KV cache may not fit
+        a CPU or a small GPU). JSON-constrained output is compact (no free whitespace between tokens) where this
+        vLLM supports it: small models otherwise fill ``max_tokens`` with newlines inside the JSON (seen with
+        SmolLM2 on vLLM 0.32). Anything in ``extra.engine_kwargs`` wins.
+        """
+        kwargs: dict[str, Any] = {"model": self.model, "seed": self.config.seed, "max_model_len": self.config.n_ctx}
+        if self.config.extra.get("compact_json", True) and compact_json_supported():
+            kwargs["structured_outputs_config"] = {"backend": "xgrammar", "disable_any_whitespace": True}
+        kwargs.update(self.config.extra.get("engine_kwargs") or {})
+        return kwargs
+
     def engine(self) -> Any:
+        self._started_in_call = self._engine is None
         if self._engine is None:
-            engine_kwargs = {"model": self.model, "seed": self.config.seed}
-            engine_kwargs.update(self.config.extra.get("engine_kwargs", {}))
+            engine_kwargs = self.engine_kwargs()
             try:
                 self._engine = self._vllm.LLM(**engine_kwargs)
             except Exception as exc:  # noqa: BLE001 - report any engine start failure the same way
@@ -175,6 +203,10 @@ class VLLMClient(LLMClient):
             groups.setdefault(json.dumps(p.chat_tools, sort_keys=True), []).append(i)
         results: list[list[LLMResponse]] = [[] for _ in prepared]
         engine = self.engine()
+        if deadline_passed():  # offline vLLM cannot stop a generation; do not start one past the call's deadline
+            raise LLMError(f"{self.description}: the call's deadline passed before generation "
+                           f"({'while the engine started' if self._started_in_call else 'deadline reached'})",
+                           retryable=False)
         for indices in groups.values():
             chat_kwargs: dict[str, Any] = {"use_tqdm": False}
             if prepared[indices[0]].chat_tools:
