@@ -67,7 +67,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 def cmd_run(args: argparse.Namespace) -> None:
     """Solve every task of a suite with a frozen harness; resumable; prints the per-task table."""
-    from benchmarks.runner import markdown_table, run_benchmark
+    from benchmarks.runner import domain_markdown, markdown_table, run_benchmark
     from harness.artifact import FrozenHarness
 
     tasks = _load(args)
@@ -79,11 +79,13 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     def progress(record: dict[str, Any]) -> None:
         acc = record.get("metrics", {}).get("test_id", {}).get("acc_0.01")
-        print(f"{record['task']}: {record.get('status')} acc_0.01_id={acc} {record.get('seconds')}s "
+        sa = (record.get("symbolic") or {}).get("equivalent")
+        print(f"{record['task']}: {record.get('status')} acc_0.01_id={acc} sa={sa} {record.get('seconds')}s "
               f"{record.get('equation') or record.get('error', '')}", flush=True)
 
     table = run_benchmark(harness, tasks, args.out_dir, seed=args.seed, llm=llm, sr_settings=sr, on_record=progress)
-    text = markdown_table(table)
+    text = markdown_table(table) + "\n\nPer domain (sa: symbolic accuracy over tasks with a known ground truth, "
+    text += "harness/symbolic.py):\n\n" + domain_markdown(table)
     (Path(args.out_dir) / "table.md").write_text(text + "\n", encoding="utf-8")
     print(text)
 

@@ -1,5 +1,9 @@
 """Run a frozen harness over a task set and tabulate the results, the way papers report them.
 
+Columns: Acc_0.01 / Acc_0.001 and NMSE on the in-domain and out-of-domain test splits, and symbolic accuracy
+(``sa``: the found equation is the ground truth up to the truth's free constants, :mod:`harness.symbolic`; NaN
+for tasks without a known truth, such as LLM-SR's real problems), per task and per domain.
+
 Each task's record is appended to ``results.jsonl`` as soon as it finishes, and a rerun with the same output
 folder skips tasks already recorded — a killed benchmark loses at most the task in flight. A task that fails
 (dead LLM server, engine crash) is recorded with its error and scored as a miss, never dropped.
@@ -32,8 +36,23 @@ def _metric(record: dict[str, Any], split: str, name: str) -> float:
     return value
 
 
+def symbolic_record(task: Task, equation: str | None) -> dict[str, Any] | None:
+    """The symbolic-accuracy verdict for a record (None when the task has no ground truth)."""
+    from harness.symbolic import SymbolicMatch, task_symbolic_match
+
+    if not task.ground_truth:
+        return None
+    if not equation:
+        return SymbolicMatch(False, note="no equation").to_record()
+    try:
+        match = task_symbolic_match(task, equation)
+    except Exception as exc:  # noqa: BLE001 - a checker failure is a recorded "no", never a lost benchmark
+        return SymbolicMatch(False, note=f"check failed: {type(exc).__name__}: {exc}").to_record()
+    return match.to_record() if match is not None else None
+
+
 def task_record(task: Task, solution: Any, seconds: float) -> dict[str, Any]:
-    """One row of the benchmark: the selected equation, metrics per split and costs."""
+    """One row of the benchmark: the selected equation, metrics per split, symbolic accuracy and costs."""
     return {
         "task": task.name,
         "domain": task.domain,
@@ -42,6 +61,7 @@ def task_record(task: Task, solution: Any, seconds: float) -> dict[str, Any]:
         "ground_truth": task.ground_truth,
         "complexity": solution.complexity,
         "metrics": solution.metrics,
+        "symbolic": symbolic_record(task, solution.equation),
         "llm_calls": solution.llm_calls,
         "solver_runs": solution.solver_runs,
         "seconds": round(seconds, 2),
@@ -58,6 +78,7 @@ def failure_record(task: Task, error: str, seconds: float) -> dict[str, Any]:
         "equation": None,
         "ground_truth": task.ground_truth,
         "metrics": {},
+        "symbolic": symbolic_record(task, None),
         "llm_calls": None,
         "solver_runs": None,
         "seconds": round(seconds, 2),
@@ -130,8 +151,17 @@ def run_benchmark(
     return results_table([r for r in load_records(results) if r["task"] in names])
 
 
+def _sa(record: dict[str, Any]) -> float:
+    """1.0 / 0.0 when the task has a ground truth (a failure is 0), NaN otherwise."""
+    symbolic = record.get("symbolic")
+    if symbolic is None:
+        return 0.0 if record.get("ground_truth") and record.get("status") == "error" else math.nan
+    return 1.0 if symbolic.get("equivalent") else 0.0
+
+
 def results_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Per-task table: accuracy and NMSE on ID and OOD, LLM calls, seconds (failures count as misses)."""
+    """Per-task table: accuracy and NMSE on ID and OOD, symbolic accuracy, LLM calls, seconds (failures are
+    misses)."""
     rows = []
     for r in records:
         row: dict[str, Any] = {"task": r["task"], "domain": r.get("domain", ""), "status": r.get("status", "")}
@@ -142,6 +172,7 @@ def results_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
                 if name.startswith("acc") and math.isnan(value):
                     value = 0.0  # a task without a result is a miss
                 row[f"{name}_{tag}"] = value
+        row["sa"] = _sa(r)
         row["llm_calls"] = r.get("llm_calls")
         row["seconds"] = r.get("seconds")
         row["equation"] = r.get("equation")
@@ -153,7 +184,7 @@ def summary_row(table: pd.DataFrame) -> dict[str, float]:
     """Task-set score: means of the accuracies, medians of NMSE, means of costs."""
     out: dict[str, float] = {"tasks": float(len(table))}
     for col in table.columns:
-        if col.startswith("acc_"):
+        if col.startswith("acc_") or col == "sa":  # sa: over the tasks with a known truth (NaN skipped)
             out[col] = float(table[col].mean())
         elif col.startswith("nmse_"):
             out[f"median_{col}"] = float(table[col].median())
@@ -164,7 +195,7 @@ def summary_row(table: pd.DataFrame) -> dict[str, float]:
 
 def markdown_table(table: pd.DataFrame) -> str:
     """The per-task table plus a mean row, as Markdown (for notes and reports)."""
-    cols = ["task", "acc_0.01_id", "acc_0.001_id", "acc_0.01_ood", "acc_0.001_ood", "nmse_id", "nmse_ood",
+    cols = ["task", "acc_0.01_id", "acc_0.001_id", "acc_0.01_ood", "acc_0.001_ood", "nmse_id", "nmse_ood", "sa",
             "llm_calls", "seconds"]
     shown = table[[c for c in cols if c in table.columns]].copy()
     lines = ["| " + " | ".join(shown.columns) + " |", "|" + "---|" * len(shown.columns)]
@@ -179,11 +210,38 @@ def markdown_table(table: pd.DataFrame) -> str:
     summary = summary_row(table)
     mean_cells = ["**mean**"]
     for c in shown.columns[1:]:
-        if c.startswith("acc_"):
+        if c.startswith("acc_") or c == "sa":
             mean_cells.append(f"{summary[c]:.3g}")
         elif c.startswith("nmse_"):
             mean_cells.append(f"median {summary['median_' + c]:.3g}")
         else:
             mean_cells.append(f"{summary['mean_' + c]:.3g}")
     lines.append("| " + " | ".join(mean_cells) + " |")
+    return "\n".join(lines)
+
+
+def domain_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per-domain scores: mean accuracies and SA, median NMSE, task counts (the way LLM-SRBench reports)."""
+    if table.empty:
+        return pd.DataFrame()
+    rows = []
+    for domain, group in table.groupby(table["domain"].fillna("").replace("", "(none)"), sort=True):
+        summary = summary_row(group)
+        rows.append({"domain": domain, **{k: v for k, v in summary.items() if not k.startswith("mean_")}})
+    rows.append({"domain": "all", **{k: v for k, v in summary_row(table).items() if not k.startswith("mean_")}})
+    return pd.DataFrame(rows)
+
+
+def domain_markdown(table: pd.DataFrame) -> str:
+    """:func:`domain_table` as Markdown."""
+    domains = domain_table(table)
+    if domains.empty:
+        return ""
+    cols = [c for c in ("domain", "tasks", "acc_0.01_id", "acc_0.001_id", "acc_0.01_ood", "acc_0.001_ood",
+                        "median_nmse_id", "median_nmse_ood", "sa") if c in domains.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, row in domains[cols].iterrows():
+        cells = [str(row["domain"])] + [f"{v:.3g}" if isinstance(v, float) and not math.isnan(v) else
+                                        ("nan" if isinstance(v, float) else str(v)) for v in row.values[1:]]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -9,7 +9,9 @@ under the stage ``freeze``, so the cumulative solver executions of stages 1-3 st
 from __future__ import annotations
 
 import logging
+import math
 import time
+from statistics import median
 from typing import Any
 
 from harness.artifact import FrozenHarness
@@ -58,12 +60,61 @@ def stage_specs(ctx: OptimizeContext) -> dict[str, HarnessSpec]:
     return specs
 
 
-def _row(summary: Any) -> dict[str, Any] | None:
+DETAIL_METRICS = (("test_id", "acc_0.01"), ("test_id", "acc_0.001"), ("test_ood", "acc_0.01"),
+                  ("test_ood", "acc_0.001"), ("test_id", "nmse"), ("test_ood", "nmse"))
+
+
+def task_details(records: list[Any], tasks: list[Any]) -> dict[str, dict[str, Any]]:
+    """Per task (means over seeds): Acc / NMSE on ID and OOD, symbolic accuracy, LLM calls and solver runs.
+
+    SA is the share of seeds whose selected equation is the task's ground truth up to its free constants
+    (:mod:`harness.symbolic`); None for tasks without a known truth.
+    """
+    from harness.symbolic import task_symbolic_match
+
+    by_name = {t.name: t for t in tasks}
+    grouped: dict[str, list[Any]] = {}
+    for rec in records:
+        grouped.setdefault(rec.task, []).append(rec)
+    out: dict[str, dict[str, Any]] = {}
+    for name, recs in grouped.items():
+        task = by_name.get(name)
+        row: dict[str, Any] = {"domain": getattr(task, "domain", ""), "seeds": len(recs)}
+        for split, metric in DETAIL_METRICS:
+            values = [r.metrics.get(split, {}).get(metric) for r in recs]
+            values = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+            default = 0.0 if metric.startswith("acc") else None  # a run without a result is a miss
+            row[f"{metric}_{'id' if split == 'test_id' else 'ood'}"] = (
+                (median(values) if metric == "nmse" else sum(values) / len(recs)) if values else default)
+        sa = None
+        if task is not None and task.ground_truth:
+            verdicts = []
+            for r in recs:
+                try:
+                    match = task_symbolic_match(task, r.equation)
+                except Exception:  # noqa: BLE001 - a checker failure counts as "not the truth"
+                    match = None
+                verdicts.append(bool(match and match.equivalent))
+            sa = sum(verdicts) / len(verdicts)
+        row["sa"] = sa
+        row["llm_calls"] = sum(r.llm_calls for r in recs) / len(recs)
+        row["solver_runs"] = sum(r.solver_runs for r in recs) / len(recs)
+        row["equation"] = recs[0].equation
+        out[name] = row
+    return out
+
+
+def _row(summary: Any, tasks: list[Any] | None = None) -> dict[str, Any] | None:
     if summary is None:
         return None
-    return {"score": summary.score, "per_task": summary.per_task, "nmse_median": summary.nmse_median,
-            "llm_calls_per_task": summary.llm_calls_per_task, "solver_runs_per_task": summary.solver_runs_per_task,
-            "seconds_per_task": summary.seconds_per_task}
+    row = {"score": summary.score, "per_task": summary.per_task, "nmse_median": summary.nmse_median,
+           "llm_calls_per_task": summary.llm_calls_per_task, "solver_runs_per_task": summary.solver_runs_per_task,
+           "seconds_per_task": summary.seconds_per_task}
+    if tasks is not None:
+        row["tasks"] = task_details(summary.records, tasks)
+        known = [d["sa"] for d in row["tasks"].values() if d["sa"] is not None]
+        row["sa"] = sum(known) / len(known) if known else None
+    return row
 
 
 def evaluate_stages(ctx: OptimizeContext, specs: dict[str, HarnessSpec]) -> dict[str, dict[str, Any]]:
@@ -79,7 +130,8 @@ def evaluate_stages(ctx: OptimizeContext, specs: dict[str, HarnessSpec]) -> dict
         if f.heldout and ctx.tasks.heldout:
             held = ctx.evaluator.evaluate(spec, ctx.tasks.heldout, ctx.seeds, stage=STAGE, label=f"{stage} heldout")
         rows[stage] = {"title": STAGE_TITLES[stage], "digest": spec.digest(),
-                       "workflow": list(spec.workflow.as_tuple()), "train": _row(train), "heldout": _row(held)}
+                       "workflow": list(spec.workflow.as_tuple()), "train": _row(train, ctx.tasks.train),
+                       "heldout": _row(held, ctx.tasks.heldout)}
         log.info("freeze: %s train %.3f held-out %s", stage, train.score if train else float("nan"),
                  f"{held.score:.3f}" if held else "-")
     return rows

@@ -123,9 +123,9 @@ def _stage_table(freeze: dict[str, Any]) -> list[str]:
     rows = freeze.get("rows", {})
     cumulative = freeze.get("solver_runs_cumulative", {})
     lines = [
-        "| stage | workflow w | train acc_0.01 | held-out acc_0.01 | cumulative solver executions | LLM calls / task | "
-        "seconds / task |",
-        "|---|---|---|---|---|---|---|",
+        "| stage | workflow w | train acc_0.01 | held-out acc_0.01 | held-out SA | cumulative solver executions | "
+        "LLM calls / task | seconds / task |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for stage in STAGES:
         if stage not in rows:
@@ -136,10 +136,53 @@ def _stage_table(freeze: dict[str, Any]) -> list[str]:
         mark = " **(final)**" if freeze.get("selected_stage") == stage else ""
         lines.append(
             f"| {TITLES[stage]}{mark} | {tuple(row.get('workflow', ()))} | {_f(train.get('score'))} | "
-            f"{_f(held.get('score'))} | {cumulative.get(stage, 0) if stage != 'baseline' else 0} | "
+            f"{_f(held.get('score'))} | {_f(held.get('sa'))} | {cumulative.get(stage, 0) if stage != 'baseline' else 0} | "
             f"{_f(cost.get('llm_calls_per_task'), 1)} | {_f(cost.get('seconds_per_task'), 1)} |"
         )
     return lines
+
+
+DETAIL_COLUMNS = (("acc_0.01_id", "acc_0.01 ID"), ("acc_0.001_id", "acc_0.001 ID"), ("acc_0.01_ood", "acc_0.01 OOD"),
+                  ("acc_0.001_ood", "acc_0.001 OOD"), ("nmse_id", "NMSE ID"), ("nmse_ood", "NMSE OOD"), ("sa", "SA"),
+                  ("llm_calls", "LLM calls"), ("solver_runs", "solver runs"))
+
+
+def _heldout_tables(freeze: dict[str, Any]) -> list[str]:
+    """Per held-out task and per domain, each stage's harness: Acc and NMSE ID / OOD, symbolic accuracy, costs."""
+    rows = freeze.get("rows", {})
+    stages = [s for s in STAGES if s in rows and (rows[s].get("heldout") or {}).get("tasks")]
+    if not stages:
+        return []
+    names = sorted({t for s in stages for t in rows[s]["heldout"]["tasks"]})
+    head = "| task | stage | " + " | ".join(label for _, label in DETAIL_COLUMNS) + " |"
+    out = ["## Held-out tasks", "", "Means over seeds (NMSE: median). SA = the selected equation is the ground "
+           "truth up to its free constants (`harness/symbolic.py`).", "", head,
+           "|" + "---|" * (len(DETAIL_COLUMNS) + 2)]
+    for name in names:
+        for stage in stages:
+            detail = rows[stage]["heldout"]["tasks"].get(name)
+            if detail is None:
+                continue
+            cells = [(f"{detail[key]:.3g}" if key.startswith("nmse") and detail.get(key) is not None else
+                      _f(detail.get(key), 1 if key in ("llm_calls", "solver_runs") else 3)) for key, _ in DETAIL_COLUMNS]
+            out.append(f"| {name} | {TITLES[stage]} | " + " | ".join(cells) + " |")
+    out += ["", "| domain | stage | tasks | acc_0.01 ID | acc_0.01 OOD | acc_0.001 ID | acc_0.001 OOD | SA |",
+            "|---|---|---|---|---|---|---|---|"]
+    domains = sorted({d.get("domain") or "(none)" for s in stages for d in rows[s]["heldout"]["tasks"].values()})
+    for domain in domains:
+        for stage in stages:
+            group = [d for d in rows[stage]["heldout"]["tasks"].values() if (d.get("domain") or "(none)") == domain]
+            if not group:
+                continue
+
+            def mean_of(key: str) -> float | None:
+                values = [d[key] for d in group if d.get(key) is not None]
+                return sum(values) / len(values) if values else None
+
+            out.append(f"| {domain} | {TITLES[stage]} | {len(group)} | {_f(mean_of('acc_0.01_id'))} | "
+                       f"{_f(mean_of('acc_0.01_ood'))} | {_f(mean_of('acc_0.001_id'))} | "
+                       f"{_f(mean_of('acc_0.001_ood'))} | {_f(mean_of('sa'))} |")
+    return out + [""]
 
 
 def llm_cache_stats(run_dir: Path) -> dict[str, int] | None:
@@ -181,6 +224,7 @@ def write_report(run_dir: str | Path) -> Path:
     for p in plots:
         if p is not None:
             out += [f"![{p.stem}]({p.name})", ""]
+    out += _heldout_tables(freeze)
     if freeze.get("rows"):
         spent = freeze.get("solver_runs_cumulative", {})
         out += ["## Cost", "", f"Cumulative solver executions after stages 1 / 2 / 3: {spent.get('init', 0)} / "

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import benchmarks
-from benchmarks.runner import load_records, markdown_table, run_benchmark, summary_row
+from benchmarks.runner import domain_markdown, load_records, markdown_table, results_table, run_benchmark, summary_row
 from harness.artifact import FrozenHarness
 
 TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15}
@@ -33,7 +35,25 @@ def test_run_records_resume_and_table(tmp_path: Path) -> None:
                           on_record=lambda r: seen.append(r["task"]))
     assert seen == [] and len(again) == len(tasks)
     text = markdown_table(again)
-    assert "**mean**" in text and tasks[0].name in text
+    assert "**mean**" in text and tasks[0].name in text and " sa " in text.splitlines()[0]
+    # symbolic accuracy: every synthetic task has a ground truth, so every record has a verdict and sa is 0 or 1
+    assert all(isinstance(r["symbolic"], dict) and "equivalent" in r["symbolic"] for r in records)
+    assert set(again["sa"]) <= {0.0, 1.0}
+    per_domain = domain_markdown(again)
+    assert "| all |" in per_domain and "chemistry" in per_domain and "sa" in per_domain.splitlines()[0]
+
+
+def test_symbolic_accuracy_column_from_records() -> None:
+    truth = "-0.848*A + 0.137*A**2*exp(-0.492*t)"
+    records = [
+        {"task": "a", "domain": "chemistry", "ground_truth": truth, "symbolic": {"equivalent": True}, "metrics": {}},
+        {"task": "b", "domain": "chemistry", "ground_truth": truth, "symbolic": {"equivalent": False}, "metrics": {}},
+        {"task": "c", "domain": "chemistry", "ground_truth": truth, "status": "error", "metrics": {}},  # a miss
+        {"task": "d", "domain": "physics", "ground_truth": None, "metrics": {}},  # no truth: not counted
+    ]
+    table = results_table(records)
+    assert table["sa"].tolist()[:3] == [1.0, 0.0, 0.0] and table["sa"].isna().tolist() == [False] * 3 + [True]
+    assert summary_row(table)["sa"] == pytest.approx(1 / 3)
 
 
 def test_failed_task_is_a_recorded_miss(tmp_path: Path) -> None:

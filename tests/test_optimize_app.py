@@ -141,6 +141,13 @@ def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     assert any((run_dir / "runs").rglob("nodes.jsonl"))
     report = (run_dir / "report.md").read_text()
     assert "| stage 3: refinement" in report and "![score_per_stage](score_per_stage.png)" in report
+    # per held-out task and domain, each stage: Acc / NMSE ID and OOD and symbolic accuracy (toy truths are known)
+    held = report[report.index("## Held-out tasks"):]
+    assert "| SA |" in held.splitlines()[4] and "| domain | stage |" in held
+    freeze = json.loads((run_dir / "freeze.json").read_text())
+    details = freeze["rows"]["init"]["heldout"]["tasks"]
+    assert details and all(d["sa"] in (0.0, 0.5, 1.0) and "acc_0.01_ood" in d for d in details.values())
+    assert freeze["rows"]["init"]["heldout"]["sa"] == 1.0  # the stage-1 harness finds a*sin(x0) + b*x1**2 exactly
 
     harness = FrozenHarness.load(run_dir / "harness.json")
     prov = harness.provenance
