@@ -15,7 +15,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -312,11 +312,13 @@ class FrozenHarness(BaseModel):
         sr_settings: dict[str, Any] | None = None,
         max_workers: int | None = None,
         on_node: Any = None,
+        warm_start: Sequence[str] = (),
     ) -> "Solution":
         """Run this harness's workflow on ``task`` and return the selected equation.
 
         ``llm``: a client (used as is), or an LLMConfig/dict (like ``llm_config``); by default a client is built
         from the harness's LLM settings. ``sr_settings`` overrides single SR settings (e.g. a shorter time).
+        ``warm_start``: equations to refit and seed into the first SR runs (a previous front).
         """
         from harness.llm.base import LLMClient
         from harness.llm.config import make_llm
@@ -332,7 +334,7 @@ class FrozenHarness(BaseModel):
         try:
             result = run_workflow(task, self.workflow, self.prompts, client, backend=backend or self.backend,
                                   sr_settings=settings, budget=budget, seed=seed, run_dir=run_dir,
-                                  max_workers=max_workers, on_node=on_node)
+                                  max_workers=max_workers, on_node=on_node, warm_start=warm_start)
         finally:
             if owned:
                 client.close()
@@ -417,6 +419,33 @@ class Solution:
             run_dir=result.run_dir, llm_calls=result.llm_calls, solver_runs=result.solver_runs,
             seconds=result.seconds, status=result.status, errors=list(result.errors), candidate=best,
             harness_digest=harness_digest,
+        )
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], run_dir: Path | None = None) -> "Solution":
+        """A solution back from its ``result.json`` record (what :meth:`to_record` wrote)."""
+        import pandas as pd
+
+        from harness.expression import ExpressionError, parse_expression
+
+        names = list(record.get("input_names") or [])
+        equation = record.get("expression")
+        sym = parse_expression(equation, names).sympy if equation else None
+        rows = []
+        for row in record.get("pareto_front") or []:
+            try:
+                row_sym = parse_expression(row["equation"], names).sympy
+            except (ExpressionError, KeyError, TypeError):
+                row_sym = None
+            rows.append({**row, "sympy_format": row_sym})
+        front = pd.DataFrame(rows, columns=["complexity", "loss", "score", "equation", "sympy_format"])
+        return cls(
+            equation=equation, sympy=sym, latex=record.get("latex"), parameters=dict(record.get("parameters") or {}),
+            metrics=dict(record.get("metrics") or {}), front=front, input_names=names,
+            complexity=record.get("complexity"), skeleton=record.get("skeleton"), run_dir=run_dir,
+            llm_calls=int(record.get("llm_calls") or 0), solver_runs=int(record.get("solver_runs") or 0),
+            seconds=float(record.get("seconds") or 0.0), status=str(record.get("status") or ""),
+            errors=list(record.get("errors") or []), harness_digest=record.get("harness_digest"),
         )
 
     def predict(self, X: Any) -> np.ndarray:

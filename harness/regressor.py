@@ -1,7 +1,11 @@
 """sklearn-style front end: ``HarnessRegressor(harness="default").fit(X, y).predict(X)``.
 
 It only wraps :meth:`FrozenHarness.solve` (a task built from the arrays, the selected equation kept), so a
-frozen harness is usable wherever a scikit-learn regressor is; ``equations_`` mirrors PySR's table.
+frozen harness is usable wherever a scikit-learn regressor is. What PySR users rely on is here with PySR's
+meanings: ``equations_`` (the Pareto front), ``model_selection`` ("accuracy", "best", "score"; ``None`` keeps the
+harness's own rule), ``warm_start`` (the next ``fit`` starts from the previous front), ``sympy()``, ``latex()``,
+``latex_table()``, ``jax()``, ``pytorch()`` (each takes ``index=`` for another row of the front) and
+``from_file(run_directory)``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,11 @@ class HarnessRegressor:
         seed: run seed (validation split, engine seeds).
         sr_settings: overrides of the harness's SR settings (e.g. ``{"time_budget": 5}``).
         run_dir: where the run's nodes.jsonl / result.json go (``None``: nothing written).
+        model_selection: which equation of the front ``predict`` and the exports use: ``None`` (the harness's
+            selection), ``"accuracy"`` (lowest loss), ``"score"`` (highest score), ``"best"`` (highest score among
+            equations with loss within 1.5x of the lowest); loss = validation NMSE.
+        warm_start: if True and already fitted, the next ``fit`` refits the previous front on the new data and
+            seeds it into the search.
     """
 
     def __init__(
@@ -35,6 +44,8 @@ class HarnessRegressor:
         seed: int = 0,
         sr_settings: dict[str, Any] | None = None,
         run_dir: str | os.PathLike | None = None,
+        model_selection: str | None = None,
+        warm_start: bool = False,
     ):
         self.harness = harness
         self.llm = llm
@@ -43,10 +54,14 @@ class HarnessRegressor:
         self.seed = seed
         self.sr_settings = sr_settings
         self.run_dir = run_dir
+        self.model_selection = model_selection
+        self.warm_start = warm_start
+
+    PARAMS = ("harness", "llm", "backend", "budget", "seed", "sr_settings", "run_dir", "model_selection", "warm_start")
 
     # sklearn's clone()/GridSearchCV only need these two
     def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("harness", "llm", "backend", "budget", "seed", "sr_settings", "run_dir")}
+        return {k: getattr(self, k) for k in self.PARAMS}
 
     def set_params(self, **params: Any) -> "HarnessRegressor":
         for key, value in params.items():
@@ -79,11 +94,21 @@ class HarnessRegressor:
             input_descriptions=list(descriptions or []), target_name=target_name,
             target_description=target_description,
         )
+        if self.model_selection is not None:
+            from harness.export import MODEL_SELECTIONS
+
+            if self.model_selection not in MODEL_SELECTIONS:
+                raise ValueError(f"model_selection must be None or one of {MODEL_SELECTIONS}, "
+                                 f"got {self.model_selection!r}")
+        previous = []
+        if self.warm_start and getattr(self, "equations_", None) is not None and len(self.equations_):
+            previous = self._renamed_front_equations(safe)
         self.harness_ = FrozenHarness.resolve(self.harness)
         self.solution_ = self.harness_.solve(
             task, llm=self.llm, backend=self.backend, budget=self.budget, run_dir=self.run_dir, seed=self.seed,
-            sr_settings=self.sr_settings,
+            sr_settings=self.sr_settings, warm_start=previous,
         )
+        self.warm_started_from_ = previous
         if self.solution_.equation is None:
             raise RuntimeError(f"no usable equation found (status {self.solution_.status}; "
                                f"errors: {'; '.join(self.solution_.errors[:3]) or 'none'})")
@@ -93,18 +118,56 @@ class HarnessRegressor:
         self.equations_ = self.solution_.front
         return self
 
+    def _renamed_front_equations(self, names: list[str]) -> list[str]:
+        """The previous front's equations, over this fit's variable names (same columns, maybe renamed)."""
+        old = list(getattr(self, "variable_names_", []))
+        if len(old) != len(names):
+            raise ValueError(f"warm_start: the previous fit had {len(old)} inputs, this one {len(names)}")
+        from harness.expression import parse_expression
+
+        out = []
+        for equation in self.equations_["equation"]:
+            expr = parse_expression(str(equation), old)
+            out.append(expr.to_string(names=dict(zip(old, names))))
+        return out
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "solution_"):
             raise RuntimeError("HarnessRegressor is not fitted yet; call fit(X, y) first")
 
-    def predict(self, X: Any) -> np.ndarray:
+    def get_best(self, index: int | None = None) -> dict[str, Any]:
+        """The chosen row of ``equations_`` (by ``index``, else ``model_selection``, else the harness's choice)."""
+        self._check_fitted()
+        front = self.equations_
+        if index is None and self.model_selection is not None:
+            from harness.export import select_index
+
+            index = select_index(front, self.model_selection)
+        if index is None:
+            return {"equation": self.solution_.equation, "complexity": self.solution_.complexity,
+                    "loss": self.solution_.metrics.get("valid", {}).get("nmse")}
+        if not -len(front) <= index < len(front):
+            raise IndexError(f"index {index} is outside the front ({len(front)} equations)")
+        return dict(front.iloc[index])
+
+    def _equation(self, index: int | None) -> str:
+        equation = self.get_best(index)["equation"]
+        if not equation:
+            raise RuntimeError("the solve found no usable equation")
+        return str(equation)
+
+    def predict(self, X: Any, index: int | None = None) -> np.ndarray:
         self._check_fitted()
         X_arr, _ = _as_matrix(X, None)
         if hasattr(X, "columns"):  # a DataFrame: reorder to the fitted columns
             X_arr = np.asarray(X[list(self.feature_names_in_)], dtype=float)
         if X_arr.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X_arr.shape[1]} columns, the model was fitted on {self.n_features_in_}")
-        return self.solution_.predict(X_arr)
+        if index is None and self.model_selection is None:
+            return self.solution_.predict(X_arr)
+        from harness.expression import parse_expression
+
+        return parse_expression(self._equation(index), self.variable_names_)(X_arr)
 
     def score(self, X: Any, y: Any) -> float:
         """R² of the predictions, as scikit-learn regressors define it."""
@@ -114,19 +177,64 @@ class HarnessRegressor:
         ss_tot = float(np.sum((y - y.mean()) ** 2))
         return 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
 
-    def sympy(self) -> Any:
-        """The selected equation as a sympy expression over the (sanitised) input names."""
-        self._check_fitted()
-        return self.solution_.sympy
+    def sympy(self, index: int | None = None) -> Any:
+        """The chosen equation as a sympy expression over the (sanitised) input names."""
+        from harness.expression import parse_expression
 
-    def latex(self) -> str:
+        return parse_expression(self._equation(index), self.variable_names_).sympy
+
+    def latex(self, index: int | None = None, precision: int = 3) -> str:
+        import sympy
+
+        expr = self.sympy(index)
+        return sympy.latex(expr.xreplace({f: sympy.Float(f, precision) for f in expr.atoms(sympy.Float)}))
+
+    def latex_table(self, indices: Sequence[int] | None = None, precision: int = 3,
+                    columns: Sequence[str] = ("equation", "complexity", "loss")) -> str:
+        """The front (or rows ``indices``) as a LaTeX table, as PySR's ``latex_table`` (needs booktabs)."""
+        from harness.export import latex_table
+
         self._check_fitted()
-        return self.solution_.latex or ""
+        return latex_table(self.equations_, self.variable_names_, indices=indices, precision=precision,
+                           columns=columns)
+
+    def jax(self, index: int | None = None) -> dict[str, Any]:
+        """``{"callable": f(X, parameters), "parameters": ...}`` for the chosen equation (needs jax)."""
+        from harness.export import jax_function
+
+        return jax_function(self._equation(index), self.variable_names_)
+
+    def pytorch(self, index: int | None = None) -> Any:
+        """A ``torch.nn.Module`` computing the chosen equation, its constants trainable (needs torch)."""
+        from harness.export import torch_module
+
+        return torch_module(self._equation(index), self.variable_names_)
+
+    @classmethod
+    def from_file(cls, run_directory: str | os.PathLike, **params: Any) -> "HarnessRegressor":
+        """A fitted regressor back from a solve's run folder (its ``result.json``), without solving again."""
+        import json
+
+        from harness.artifact import Solution
+
+        folder = Path(run_directory)
+        path = folder / "result.json" if folder.is_dir() else folder
+        if not path.exists():
+            raise FileNotFoundError(f"no result.json in {folder}: pass the run folder of a solve")
+        record = json.loads(path.read_text(encoding="utf-8"))
+        model = cls(**{"run_dir": path.parent, **params})
+        model.solution_ = Solution.from_record(record, run_dir=path.parent)
+        names = list(model.solution_.input_names)
+        model.feature_names_in_ = np.asarray(names, dtype=object)
+        model.variable_names_ = names
+        model.n_features_in_ = len(names)
+        model.equations_ = model.solution_.front
+        return model
 
     @property
     def equation_(self) -> str:
         self._check_fitted()
-        return self.solution_.equation or ""
+        return self._equation(None) if (self.solution_.equation or self.model_selection) else ""
 
     def __repr__(self) -> str:
         harness = self.harness if isinstance(self.harness, (str, Path)) else "FrozenHarness(...)"

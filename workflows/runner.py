@@ -18,7 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from harness.candidates import Candidate, select_best
 from harness.context import AgentContext, Budget, BudgetExhausted, BudgetTracker, FitSettings, evaluate_candidate
@@ -179,6 +179,7 @@ class _WorkflowRun:
         run_dir: Path | None,
         max_workers: int,
         on_node: Callable[[Any], None] | None,
+        warm_start: Sequence[str] = (),
     ):
         missing = [r for r in params.roles_used() if not (prompts.get(r) or "").strip()]
         if missing:
@@ -186,6 +187,7 @@ class _WorkflowRun:
         self.task, self.params, self.prompts, self.llm = task, params, prompts, llm
         self.backend, self.settings, self.tracker, self.seed = backend, sr_settings, budget, seed
         self.on_node = on_node
+        self.warm_start = list(dict.fromkeys(str(e) for e in warm_start if e))  # a previous fit's front
         config = {
             "workflow": params.model_dump(),
             "backend": backend,
@@ -300,7 +302,7 @@ class _WorkflowRun:
             branch.steps += 1
         return out
 
-    def screen_hypotheses(self, texts: list[str]) -> tuple[list[Candidate], list[str]]:
+    def screen_hypotheses(self, texts: list[str], source: str = "hypothesis") -> tuple[list[Candidate], list[str]]:
         """Fit the plan's hypotheses now (the evaluator is fast): good ones seed the engine and join the pool,
         bad ones are dropped with a note the next role reads."""
         from harness.expression import ExpressionError
@@ -310,7 +312,7 @@ class _WorkflowRun:
         limit = self.settings.hypothesis_max_nmse
         for text in dict.fromkeys(texts):
             try:
-                cand = evaluate_candidate(text, self.ctx, source="hypothesis", constants_as_params=True)
+                cand = evaluate_candidate(text, self.ctx, source=source, constants_as_params=True)
             except ExpressionError as exc:
                 notes.append(f"hypothesis {text[:60]!r} dropped: {str(exc)[:120]}")
                 continue
@@ -328,6 +330,9 @@ class _WorkflowRun:
         s = self.settings
         raw = plan.to_raw_plan()
         good, notes = self.screen_hypotheses(list(raw.get("seeds", [])))
+        if step == "initial" and self.warm_start:  # warm start: the previous front, refitted, seeds every branch
+            warm, warm_notes = self.screen_hypotheses(self.warm_start, source="warm_start")
+            good, notes = warm + good, warm_notes + notes
         seeds = [c.expression for c in sorted(good, key=lambda c: c.sort_key())]
         if s.carry_best_seed and step != "initial":  # refinement starts from what works so far
             carried = [c.expression for c in sorted(branch.candidates, key=lambda c: c.sort_key())
@@ -571,10 +576,13 @@ def run_workflow(
     max_workers: int | None = None,
     on_node: Callable[[Any], None] | None = None,
     cancel_event: threading.Event | None = None,
+    warm_start: Sequence[str] = (),
 ) -> WorkflowResult:
     """Run the workflow ``params`` with role ``prompts`` (None = ours) on ``task``; see the module docstring.
 
     ``on_node`` is called with every recorded node (progress display); ``cancel_event`` stops the run early.
+    ``warm_start``: equations (e.g. a previous fit's Pareto front) refitted on this task and seeded into every
+    branch's first SR run, as hypotheses are (only the ones that fit join).
     """
     if isinstance(params, dict):
         params = WorkflowParams.model_validate(params)
@@ -587,7 +595,7 @@ def run_workflow(
     run = _WorkflowRun(
         task, params, dict(prompts), llm, backend=backend, sr_settings=SRSettings.coerce(sr_settings),
         budget=_coerce_budget(budget), seed=int(seed), run_dir=Path(run_dir) if run_dir is not None else None,
-        max_workers=max_workers or default_max_workers(), on_node=on_node,
+        max_workers=max_workers or default_max_workers(), on_node=on_node, warm_start=warm_start,
     )
     if cancel_event is not None:
         run.ctx.cancel_event = cancel_event
