@@ -95,8 +95,10 @@ SUITES: dict[str, Suite] = {
             "names": ("list", "subset of problems"),
             **_ROOT,
         }),
-        Suite("lsr_synth", _lsr_synth, "LSR-Synth problems of LLM-SRBench from lsr_bench_data.hdf5", {
-            "path": ("str", "the HDF5 file (default <root>/llm-srbench/lsr_bench_data.hdf5)"),
+        Suite("lsr_synth", _lsr_synth, "LSR-Synth problems of LLM-SRBench (local files, else the hub once)", {
+            "path": ("str", "the HDF5 file (default <root>/llm-srbench/lsr_bench_data.hdf5, else downloaded)"),
+            "folder": ("str", "a local copy of the hub repository: lsr_bench_data.hdf5 + data/lsr_synth_*.parquet"),
+            "download": ("bool", "fetch nnheui/llm-srbench from the hub when nothing is local (default true)"),
             "names": ("list", "task names, e.g. PO0 or phys_osc/PO0"),
             "domains": ("list", "bio_pop_growth, chem_react, matsci, phys_osc"),
             **_ROOT,

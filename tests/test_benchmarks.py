@@ -204,6 +204,75 @@ def test_lsr_synth_filters_and_errors(tmp_path):
         load_suite("lsr_synth", path=str(tmp_path / "junk.hdf5"))
 
 
+def write_hub_folder(folder: Path) -> Path:
+    """A folder laid out like the hub repository nnheui/llm-srbench: the HDF5 file + data/*.parquet metadata."""
+    import pandas as pd
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write_h5(folder / "lsr_bench_data.hdf5")
+    (folder / "data").mkdir(exist_ok=True)
+    phys = pd.DataFrame([
+        {"name": "PO0", "symbols": ["dv_dt", "x", "t", "v"], "expression": "x + t + v",
+         "symbol_descs": ["Acceleration", "Position at time t", "Time", "Velocity at time t"],
+         "symbol_properties": ["O", "V", "V", "V"]},
+        {"name": "PO1", "symbols": ["dv_dt", "F0", "x", "t", "v"], "expression": "F0*x + t + v",
+         "symbol_descs": ["Acceleration", "Driving force", "Position", "Time", "Velocity"],
+         "symbol_properties": ["O", "C", "V", "V", "V"]},
+    ])
+    phys.to_parquet(folder / "data" / "lsr_synth_phys_osc-00000-of-00001.parquet")
+    chem = pd.DataFrame([{"name": "CRK0", "symbols": ["dA_dt", "t", "A"], "expression": "t + besselj(A)",
+                          "symbol_descs": ["Rate", "Time (s)", "Concentration (mol/L)"],
+                          "symbol_properties": ["O", "V", "V"]}])
+    chem.to_parquet(folder / "data" / "lsr_synth_chem_react-00000-of-00001.parquet")
+    return folder
+
+
+def test_lsr_synth_from_a_local_copy_of_the_hub_takes_its_metadata(tmp_path):
+    folder = write_hub_folder(tmp_path / "llm-srbench")
+    tasks = {t.name: t for t in load_suite("lsr_synth", folder=str(folder))}
+    po0, po1, crk = tasks["PO0"], tasks["PO1"], tasks["CRK0"]
+    assert po0.ground_truth == "t + v + x" and po0.input_descriptions[0] == "Position at time t"
+    assert po0.metadata["names_from"] == "metadata" and po0.target_description == "Acceleration"
+    # a constant named in the expression (property C) is fitted to the data and written in
+    assert po1.input_names == ["x", "t", "v"] and po1.metadata["truth_constants_fitted"] is True
+    from harness.expression import parse_expression
+    assert np.allclose(parse_expression(po1.ground_truth, po1.input_names)(po1.train.X), po1.train.y)
+    # a function outside the grammar: no ground truth, and the reason is kept
+    assert crk.ground_truth is None and "grammar" in crk.metadata["truth_note"]
+    assert crk.input_descriptions == ["Time (s)", "Concentration (mol/L)"]
+    # no metadata for MatSci0: the built-in defaults, as before
+    assert tasks["MatSci0"].metadata["names_from"] == "built-in defaults"
+    # path= to the HDF5 inside such a folder reads the metadata beside it
+    assert load_suite("lsr_synth", path=str(folder / "lsr_bench_data.hdf5"), names="PO0")[0].ground_truth
+
+
+def test_lsr_synth_downloads_from_the_hub_when_nothing_is_local(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    folder = write_hub_folder(tmp_path / "hub-cache")
+    asked: list[dict] = []
+
+    def fake_snapshot_download(**kwargs):
+        asked.append(kwargs)
+        return str(folder)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    empty_root = tmp_path / "no-data"
+    tasks = load_suite("lsr_synth", root=str(empty_root), names="PO0")
+    assert [t.name for t in tasks] == ["PO0"] and tasks[0].ground_truth == "t + v + x"
+    assert asked == [{"repo_id": "nnheui/llm-srbench", "repo_type": "dataset",
+                      "allow_patterns": ["lsr_bench_data.hdf5", "data/lsr_synth_*"]}]
+
+    def offline(**kwargs):
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(TaskError, match=r"huggingface-cli login.*path=.*folder="):
+        load_suite("lsr_synth", root=str(empty_root))
+    with pytest.raises(TaskError, match="not found"):  # download=false: never the hub
+        load_suite("lsr_synth", root=str(empty_root), download=False)
+
+
 @pytest.mark.skipif(not (DATA / "lsr-synth-task-ids").is_dir(), reason="shared task ids not present")
 def test_lsr_synth_expected_names_from_shared_ids():
     counts = {d: len(lsr_synth.expected_names(d, root=DATA)) for d in lsr_synth.DOMAINS}

@@ -1,15 +1,26 @@
-"""LSR-Synth problems of LLM-SRBench from its HDF5 file ``lsr_bench_data.hdf5`` (gated: nnheui/llm-srbench).
+"""LSR-Synth problems of LLM-SRBench: samples from ``lsr_bench_data.hdf5``, names, descriptions and ground truth
+from the benchmark's own metadata (Hugging Face dataset ``nnheui/llm-srbench``, gated).
 
-Layout: ``/lsr_synth/<domain>/<name>/<split>``, each a 2-D dataset whose column 0 is the target. The official
-benchmark code names the splits ``train_data``, ``id_test_data``, ``ood_test_data``; the shorter ``train``,
-``test``, ``ood_test`` are accepted too. Variable names follow LLM-SRBench's own defaults per domain (e.g.
-phys_osc: ``dv_dt`` from ``x, t, v``); when a file's column count disagrees, inputs fall back to ``x0..xN`` and
-``metadata['names_guessed']`` says so.
+Where the files come from, first match wins: ``path=`` (the HDF5 file; metadata is read from a ``data/`` folder
+beside it when present), ``folder=`` (a folder laid out like the hub repository: ``lsr_bench_data.hdf5`` and
+``data/lsr_synth_<domain>-*.parquet``), the data root (``<root>/llm-srbench/``), else the hub: downloaded once
+through ``huggingface_hub.snapshot_download`` into its cache (log in with ``huggingface-cli login``: the dataset
+is gated). Offline, with nothing local, the error says which of these to give.
+
+Samples: ``/lsr_synth/<domain>/<name>/<split>``, each a 2-D dataset whose column 0 is the target. The official
+code names the splits ``train_data``, ``id_test_data``, ``ood_test_data``; ``train``, ``test``, ``ood_test`` are
+accepted too. Metadata rows (``lsr_synth_<domain>`` splits): ``name``, ``symbols``, ``symbol_descs``,
+``symbol_properties`` (``O`` the target, ``V`` an input, ``C`` a constant), ``expression``. The ground truth is
+the expression over the inputs; constants named in it (property ``C``) are fitted to the training data and written
+in (``metadata['truth_constants_fitted']``). Without metadata, names follow LLM-SRBench's defaults per domain
+(phys_osc: ``dv_dt`` from ``x, t, v``); when the column count disagrees, inputs are ``x0..xN``
+(``metadata['names_guessed']``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -40,6 +51,8 @@ SPLIT_KEYS = {
     "test_ood": ("ood_test_data", "ood_test", "test_ood"),
 }
 FILENAME = "lsr_bench_data.hdf5"
+HUB_REPO = "nnheui/llm-srbench"
+HUB_PATTERNS = [FILENAME, "data/lsr_synth_*"]
 
 
 def default_path(root: str | os.PathLike | None = None) -> Path:
@@ -67,12 +80,67 @@ def _h5py():
     return h5py
 
 
+def hub_folder() -> Path:
+    """The hub repository's files (HDF5 + metadata), downloaded once into huggingface_hub's cache."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise TaskError("downloading LSR-Synth needs huggingface_hub (pip install huggingface_hub)") from None
+    try:
+        return Path(snapshot_download(repo_id=HUB_REPO, repo_type="dataset", allow_patterns=HUB_PATTERNS))
+    except Exception as exc:  # noqa: BLE001 - offline, gated, unauthorised: one message that says what to do
+        raise TaskError(
+            f"could not get LSR-Synth from the Hugging Face dataset {HUB_REPO} ({type(exc).__name__}: "
+            f"{str(exc)[:200]}); it is gated: accept its terms and run `huggingface-cli login`, or give a local "
+            f"copy: path=<{FILENAME}> or folder=<a folder with {FILENAME} and data/lsr_synth_*.parquet>"
+        ) from None
+
+
+def locate(path: str | os.PathLike | None = None, folder: str | os.PathLike | None = None,
+           root: str | os.PathLike | None = None, download: bool = True) -> tuple[Path, Path | None]:
+    """(HDF5 file, folder holding ``data/lsr_synth_*.parquet`` or None) by the order in the module docstring."""
+    if path is not None:
+        file = Path(path)
+        return file, file.parent if (file.parent / "data").is_dir() else None
+    if folder is not None:
+        base = Path(folder)
+        if not (base / FILENAME).is_file():
+            raise TaskError(f"folder {str(base)!r} has no {FILENAME} (lay it out like the hub repository {HUB_REPO})")
+        return base / FILENAME, base
+    local = default_path(root)
+    if local.is_file() or not download:
+        return local, local.parent if (local.parent / "data").is_dir() else None
+    base = hub_folder()
+    return base / FILENAME, base
+
+
+def read_metadata(folder: Path | None) -> dict[tuple[str, str], dict]:
+    """``{(domain, name): row}`` from ``data/lsr_synth_<domain>-*.parquet`` (empty without a folder)."""
+    if folder is None:
+        return {}
+    import pandas as pd
+
+    rows: dict[tuple[str, str], dict] = {}
+    for file in sorted((folder / "data").glob("lsr_synth_*.parquet")):
+        domain = next((d for d in DOMAINS if file.name.startswith(f"lsr_synth_{d}-")), None)
+        if domain is None:
+            continue
+        try:
+            frame = pd.read_parquet(file)
+        except Exception as exc:  # noqa: BLE001 - a broken file is named, not a traceback
+            raise TaskError(f"metadata file {str(file)!r} is not readable: {type(exc).__name__}: {exc}") from None
+        for record in frame.to_dict("records"):
+            rows[(domain, str(record.get("name")))] = {k: (list(v) if hasattr(v, "tolist") and not isinstance(v, str)
+                                                         else v) for k, v in record.items()}
+    return rows
+
+
 def _open(path: str | os.PathLike | None, root: str | os.PathLike | None):
     file = Path(path) if path is not None else default_path(root)
     if not file.is_file():
         raise TaskError(
             f"LSR-Synth file {str(file)!r} not found; download {FILENAME} from the Hugging Face dataset "
-            "nnheui/llm-srbench and pass path=<file>"
+            "nnheui/llm-srbench and pass path=<file> (or give no path: it is then downloaded)"
         )
     try:
         handle = _h5py().File(file, "r")
@@ -100,12 +168,17 @@ def _natural(name: str) -> tuple:
 def load_lsr_synth(
     path: str | os.PathLike | None = None,
     *,
+    folder: str | os.PathLike | None = None,
     names: Iterable[str] | None = None,
     domains: Iterable[str] | None = None,
     root: str | os.PathLike | None = None,
+    download: bool = True,
 ) -> list[Task]:
-    """Tasks from the HDF5 file, optionally only ``domains`` and/or ``names`` (``"PO0"`` or ``"phys_osc/PO0"``)."""
-    file, handle = _open(path, root)
+    """Tasks, optionally only ``domains`` and/or ``names`` (``"PO0"`` or ``"phys_osc/PO0"``); files as in the
+    module docstring (``download=False``: never the hub)."""
+    h5_file, meta_folder = locate(path, folder, root, download)
+    metadata = read_metadata(meta_folder)
+    file, handle = _open(h5_file, root)
     with handle:
         group = handle["lsr_synth"]
         present = {d: sorted(group[d].keys(), key=_natural) for d in sorted(group.keys())}
@@ -121,10 +194,47 @@ def load_lsr_synth(
             missing = [n for n in wanted if n not in found]
             if missing:
                 raise TaskError(f"file {str(file)!r}: task(s) {missing} not found in /lsr_synth")
-        return [_task(file, d, n, group[d][n]) for d, n in pairs]
+        return [_task(file, d, n, group[d][n], metadata.get((d, n))) for d, n in pairs]
 
 
-def _task(file: Path, domain: str, name: str, group) -> Task:
+def _from_metadata(row: dict, n_inputs: int) -> tuple[tuple[str, str, list[tuple[str, str]]], list[str]] | None:
+    """(target, its description, inputs) and the constant names from a metadata row, or None if it does not fit."""
+    symbols = [str(s) for s in row.get("symbols") or []]
+    descs = [str(d) for d in row.get("symbol_descs") or []] + [""] * len(symbols)
+    props = [str(p) for p in row.get("symbol_properties") or []]
+    if not symbols or len(props) != len(symbols):
+        return None
+    outputs = [i for i, p in enumerate(props) if p == "O"]
+    inputs = [(symbols[i], descs[i]) for i, p in enumerate(props) if p == "V"]
+    if len(outputs) != 1 or len(inputs) != n_inputs:
+        return None
+    constants = [symbols[i] for i, p in enumerate(props) if p == "C"]
+    return (symbols[outputs[0]], descs[outputs[0]], inputs), constants
+
+
+def _truth(expression: str, inputs: list[str], constants: list[str], train: Split) -> tuple[str | None, str]:
+    """The metadata expression in our grammar, constants fitted to the training data; (None, why) if not."""
+    from harness.evaluator import fit
+    from harness.expression import ExpressionError, parse_expression
+
+    text = str(expression or "").replace("^", "**")
+    if not text.strip():
+        return None, "no expression"
+    for i, name in enumerate(sorted(constants, key=len, reverse=True)):  # longest first: no partial renames
+        text = re.sub(rf"\b{re.escape(name)}\b", f"c{i}", text)
+    try:
+        expr = parse_expression(text, inputs)
+    except ExpressionError as exc:
+        return None, f"expression not in the grammar: {exc}"
+    if not expr.n_params:
+        return str(expr), ""
+    result = fit(expr, train.X, train.y, n_starts=8, max_seconds=10.0)
+    if result.status != "ok" or not result.metrics.get("r2", 0) > 0.999999:
+        return None, f"constants could not be fitted to the data ({result.status})"
+    return expr.to_string(result.params), "fitted"
+
+
+def _task(file: Path, domain: str, name: str, group, meta: dict | None = None) -> Task:
     where = f"file {str(file)!r}, group /lsr_synth/{domain}/{name}"
     arrays: dict[str, np.ndarray] = {}
     for split, keys in SPLIT_KEYS.items():
@@ -141,10 +251,19 @@ def _task(file: Path, domain: str, name: str, group) -> Task:
     if len(set(widths.values())) != 1:
         raise TaskError(f"{where}: splits have different column counts {widths}")
     d = arrays["train"].shape[1] - 1
-    target, target_desc, inputs = DOMAINS.get(domain, ("y", "target", []))
+    from_meta = _from_metadata(meta, d) if meta else None
+    constants: list[str] = []
+    if from_meta is not None:
+        (target, target_desc, inputs), constants = from_meta
+    else:
+        target, target_desc, inputs = DOMAINS.get(domain, ("y", "target", []))
     guessed = len(inputs) != d
     if guessed:
         inputs = [(f"x{i}", "") for i in range(d)]
+    truth, truth_note = None, ""
+    if from_meta is not None:
+        truth, truth_note = _truth(meta.get("expression"), [n for n, _ in inputs], constants,
+                                   Split(arrays["train"][:, 1:], arrays["train"][:, 0]))
     try:
         return Task(
             name=name,
@@ -156,12 +275,17 @@ def _task(file: Path, domain: str, name: str, group) -> Task:
             train=Split(arrays["train"][:, 1:], arrays["train"][:, 0]),
             test_id=Split(arrays["test_id"][:, 1:], arrays["test_id"][:, 0]) if "test_id" in arrays else None,
             test_ood=Split(arrays["test_ood"][:, 1:], arrays["test_ood"][:, 0]) if "test_ood" in arrays else None,
+            ground_truth=truth,
             metadata={
                 "source": "lsr_synth",
                 "path": str(file),
                 "group": f"/lsr_synth/{domain}/{name}",
                 "lsr_domain": domain,
+                "names_from": "metadata" if from_meta is not None else "built-in defaults",
                 "names_guessed": guessed,
+                **({"expression": meta.get("expression"), "truth_constants_fitted": truth_note == "fitted"}
+                   if from_meta is not None else {}),
+                **({"truth_note": truth_note} if truth is None and truth_note else {}),
                 **(
                     {"note": f"{d} input columns where {domain} expects {len(DOMAINS.get(domain, ('', '', []))[2])}; "
                      "inputs named x0..xN"}
