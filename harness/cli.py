@@ -37,8 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     import hydra
 
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "view":  # a file reader, not a Hydra job: plain arguments
+        from harness.view import main as view
+
+        return view(args[1:])
     if not args or args[0] in ("-h", "--help") or args[0] not in COMMANDS:
-        known = ", ".join(sorted(COMMANDS))
+        known = ", ".join(sorted([*COMMANDS, "view"]))
         print(f"usage: python -m harness <command> [key=value ...]\ncommands: {known}", file=sys.stderr)
         return 0 if args and args[0] in ("-h", "--help") else 2
     name, overrides = args[0], args[1:]

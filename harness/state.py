@@ -1,8 +1,10 @@
 """Search state of one run: every node, the global candidate pool, the Pareto front and the budget.
 
 Branches run concurrently, so every mutation holds one lock. The state persists as it grows: one JSON line per
-node in ``nodes.jsonl`` (flushed and fsynced, so a crash loses nothing already done), ``run.json`` at start and
-end, and ``result.json`` at the end (written to a temporary file, then renamed, so readers never see half a file).
+node in ``nodes.jsonl`` (flushed and fsynced, so a crash loses nothing already done), the prompts in
+``messages.jsonl`` (one line per distinct prompt, keyed by the node's ``messages_digest``), ``run.json`` at start
+and end, and ``result.json`` at the end (written to a temporary file, then renamed, so readers never see half a
+file).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from harness.candidates import Candidate, pareto_front, select
 
 RESPONSE_LIMIT = 4000
 NODES_FILE = "nodes.jsonl"
+MESSAGES_FILE = "messages.jsonl"
 RUN_FILE = "run.json"
 RESULT_FILE = "result.json"
 
@@ -123,6 +126,7 @@ class SearchRunState:
         self._origin: dict[str, int | None] = {}
         self._lock = threading.RLock()
         self._nodes_fh = None
+        self._messages_seen: set[str] = set()
         self.source_dir = self.run_dir  # where a loaded state came from
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -132,6 +136,9 @@ class SearchRunState:
                 while (aside := old.with_name(f"nodes.{int(self.started)}.{k}.jsonl")).exists():
                     k += 1
                 old.rename(aside)
+                prompts = self.run_dir / MESSAGES_FILE
+                if prompts.exists():
+                    prompts.rename(aside.with_name(aside.name.replace("nodes.", "messages.", 1)))
             self._write_run_json()
 
     # -- recording ------------------------------------------------------------------------------------------
@@ -182,6 +189,9 @@ class SearchRunState:
             )
             self.nodes.append(node)
             self._add_to_pool(cands, node.id)
+            if messages is not None and node.messages_digest not in self._messages_seen:
+                self._messages_seen.add(node.messages_digest)
+                self._append_line({"digest": node.messages_digest, "messages": json_safe(messages)}, MESSAGES_FILE)
             self._append_line(node.to_record())
         return node
 
@@ -207,8 +217,12 @@ class SearchRunState:
             new += 1
         return new
 
-    def _append_line(self, record: dict[str, Any]) -> None:
+    def _append_line(self, record: dict[str, Any], name: str = NODES_FILE) -> None:
         if self.run_dir is None:
+            return
+        if name != NODES_FILE:  # rare (once per distinct prompt): open, append, close
+            with open(self.run_dir / name, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(record, ensure_ascii=False) + "\n")
             return
         if self._nodes_fh is None:
             self._nodes_fh = open(self.run_dir / NODES_FILE, "a", encoding="utf-8")
