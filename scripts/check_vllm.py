@@ -183,7 +183,7 @@ def solve(python: str, task: Path, out_dir: Path, llm_args: list[str], sr_second
 
 def agent(task: Path, out_dir: Path, spec: vs.ServerSpec, sr_seconds: float) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "harness", "agent", f"data={task}", "llm=openai", f"llm.base_url={spec.base_url}",
-           f"llm.model={spec.served_name}", "agent.L=2", "agent.max_tokens=256", "agent.tool_choice=required",
+           f"llm.model={spec.served_name}", "agent.L=2", "agent.max_tokens=512", "agent.tool_choice=required",
            "budget.max_seconds=240",
            f"fit.max_seconds={min(sr_seconds, 2.0):g}", f"out={out_dir}"]
     seconds = run(cmd, out_dir.with_suffix(".log"))
