@@ -132,6 +132,19 @@ def test_multirun_gives_each_job_its_own_folder(tmp_path):
     assert all((sweep / str(k) / "optuna.db").exists() for k in (0, 1))
 
 
+def test_an_ablation_through_the_parallel_joblib_launcher(tmp_path):
+    """conf/hydra/launcher/parallel.yaml: Hydra's joblib launcher runs the jobs of a multirun side by side."""
+    sweep = tmp_path / "ablation"
+    run_app("-m", "hydra/launcher=parallel", "stage=init", *TINY, "optimize.stage1.minibatch=1",
+            "optimize.stage3.feedback=sr_diagnostics,traces", f"hydra.sweep.dir={sweep}")
+    assert all((sweep / str(k) / "stage1_init.json").exists() for k in (0, 1))
+    multirun = (sweep / "multirun.yaml").read_text()
+    assert "hydra_plugins.hydra_joblib_launcher" in multirun and "n_jobs: 2" in multirun
+    feedback = sorted((sweep / str(k) / ".hydra" / "overrides.yaml").read_text().split("feedback=")[1].split()[0]
+                      for k in (0, 1))
+    assert feedback == ["sr_diagnostics", "traces"]
+
+
 def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     run_dir = tmp_path / "run"
     run_app("stage=all", *TINY, f"hydra.run.dir={run_dir}")
