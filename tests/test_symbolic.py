@@ -66,3 +66,15 @@ def test_integers_and_fractions_are_structure_not_constants() -> None:
 def test_unparseable_or_missing_inputs_are_a_no_with_a_reason(oscillator) -> None:
     assert "cannot parse" in symbolic_match("x +* 2", "x", ["x"], np.ones((3, 1))).note
     assert task_symbolic_match(oscillator, None) is None
+
+
+def test_an_sr_approximation_that_fits_to_3e_10_is_not_the_truth() -> None:
+    """Found by the benchmark (phys_osc_synth_03): nested sines standing in for 0.812*v - 0.152*v**3 refitted the
+    truth's family to NMSE 3e-10 over ID and OOD inputs; a looser tolerance called it symbolic."""
+    [task] = benchmarks.load_suite("synthetic", names=["phys_osc_synth_03"], n_train=300, n_test=100, n_ood=100)
+    assert task.ground_truth == "0.812*(1 - x**2)*v - 1.16*x - 0.152*v**3"
+    found = ("(-2.858053263424563)*v + 0.04815186150965014*x*((-16.863323365444085)*v*x - 24.09042087146691) + "
+             "(-6.9673138170506075)*sin((-0.7760853436306147)*v - sin((-0.24934746181873912)*v)) + 2.4e-07")
+    match = task_symbolic_match(task, found)
+    assert not match.equivalent and match.refit_nmse < 1e-8  # close numerically, not symbolically
+    assert task_symbolic_match(task, "0.81201*v - 0.81199*x**2*v - 1.16*x - 0.15202*v**3").equivalent
