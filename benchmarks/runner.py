@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from harness.jsonio import json_safe
+from harness.jsonio import json_safe, read_jsonl
 from harness.task import Task
 
 REPORT_METRICS = ("acc_0.01", "acc_0.001", "nmse")
@@ -87,15 +87,7 @@ def failure_record(task: Task, error: str, seconds: float) -> dict[str, Any]:
 
 def load_records(path: Path) -> list[dict[str, Any]]:
     """Records written so far; a torn last line (killed mid-write) is ignored."""
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
+    return read_jsonl(path)
 
 
 def run_benchmark(

@@ -64,3 +64,17 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
 def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
     """Strict JSON of ``data`` written atomically."""
     return write_text_atomic(path, json.dumps(json_safe(data), indent=2, ensure_ascii=False))
+
+
+def read_jsonl(path: str | os.PathLike) -> list[Any]:
+    """The JSON lines of a file written line by line; a torn last line (a killed writer) is skipped."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import sympy
 
+from harness.jsonio import read_jsonl
 from harness.state import MESSAGES_FILE, NODES_FILE, RESULT_FILE, RUN_FILE
 
 PLOTS = ("pareto_front.png", "pred_vs_true_id.png", "pred_vs_true_ood.png", "score_per_stage.png",
@@ -51,17 +52,6 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-
-
-def _read_lines(path: Path) -> list[dict[str, Any]]:
-    out = []
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a torn last line of a killed run
-    return out
 
 
 def _num(value: Any) -> str:
@@ -233,14 +223,14 @@ def render(folder: str | Path) -> str:
     task = run.get("task")
     result = _read_json(folder / RESULT_FILE)
     names = (result or {}).get("input_names") or (task or {}).get("input_names") or []
-    prompts = {r.get("digest"): r.get("messages") for r in _read_lines(folder / MESSAGES_FILE)}
+    prompts = {r.get("digest"): r.get("messages") for r in read_jsonl(folder / MESSAGES_FILE)}
     sections = [_task_section(task)]
     if kind == "optimize":
         sections.append(_optimize_sections(folder))
     else:
         sections.append(_result_sections(result, names))
     sections.append(_plots(folder))
-    sections.append(_tree(_read_lines(folder / NODES_FILE), prompts))
+    sections.append(_tree(read_jsonl(folder / NODES_FILE), prompts))
     title = f"{kind} run — {(task or {}).get('name') or folder.name}"
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
             f"<style>{CSS}</style></head><body><h1>{_e(title)}</h1><p class='muted'>{_e(folder.resolve())}</p>"

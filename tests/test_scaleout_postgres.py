@@ -39,7 +39,7 @@ def postgres_url():
     initdb = str(PG_BIN / "initdb") if PG_BIN else shutil.which("initdb")
     if initdb is None:
         pytest.skip("no PostgreSQL server binaries (Debian package postgresql)")
-    pytest.importorskip("psycopg2", reason="psycopg2-binary (test extra) talks to PostgreSQL")
+    import psycopg2  # noqa: F401 - the test extra (psycopg2-binary): a missing one is a broken install, not a skip
     pg_ctl = str(Path(initdb).with_name("pg_ctl"))
     root = Path(tempfile.mkdtemp(prefix="harness-pg-", dir="/tmp"))
     data, sock = root / "data", root / "sock"

@@ -82,7 +82,8 @@ def _chromium() -> str:
 
 def test_the_page_in_headless_chromium(solve_run: Path, tmp_path: Path) -> None:
     """Loads with no console errors; the equation and the tree are visible; expand all opens every node."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright drives the browser (test extra)")
+    from playwright import sync_api  # the test extra: a missing one is a broken install, not a skip
+
     page_file = write_view(solve_run, tmp_path / "view.html")
     shot = tmp_path / "view.png"
     errors: list[str] = []
