@@ -222,7 +222,8 @@ class HarnessRegressor:
         if not path.exists():
             raise FileNotFoundError(f"no result.json in {folder}: pass the run folder of a solve")
         record = json.loads(path.read_text(encoding="utf-8"))
-        model = cls(**{"run_dir": path.parent, **params})
+        model = cls(**params)  # run_dir stays as given: a later fit must not overwrite the folder it was read from
+        model.loaded_from_ = path.parent
         model.solution_ = Solution.from_record(record, run_dir=path.parent)
         names = list(model.solution_.input_names)
         model.feature_names_in_ = np.asarray(names, dtype=object)

@@ -70,6 +70,7 @@ def test_from_file_reloads_a_solved_model_without_solving(fitted: HarnessRegress
     X, _ = _data(30, 2)
     again = HarnessRegressor.from_file(fitted.run_dir)
     assert again.equation_ == fitted.equation_ and np.allclose(again.predict(X), fitted.predict(X))
+    assert again.loaded_from_ == fitted.run_dir and again.run_dir is None  # a later fit writes elsewhere
     assert list(again.equations_["equation"]) == list(fitted.equations_["equation"])
     with pytest.raises(FileNotFoundError, match="result.json"):
         HarnessRegressor.from_file(fitted.run_dir / "missing")
