@@ -1,4 +1,4 @@
-"""Benchmark suites as lists of validated :class:`harness.task.Task`.
+"""Benchmark suites as lists of validated :class:`harness.engine.task.Task`.
 
 ``load_suite(name, **options)`` is the one entry point (contract): ``synthetic`` (built in, default), ``llm_sr``,
 ``lsr_synth``, ``feynman``, ``csv`` (a user's own CSV/Parquet table) and ``folder`` (tasks in the LLM-SR layout,
@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from harness.task import Task, TaskError
+from harness.engine.task import Task, TaskError
 
 __all__ = ["SUITES", "Suite", "load_suite", "load_task", "list_suites", "subsample", "coerce_options"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from benchmarks import SUITES, _suite, list_suites, load_suite
-from harness.task import Task, TaskError
+from harness.engine.task import Task, TaskError
 
 
 def _parse_options(items: Sequence[str]) -> dict[str, str]:
@@ -68,7 +68,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 def cmd_run(args: argparse.Namespace) -> None:
     """Solve every task of a suite with a frozen harness; resumable; prints the per-task table."""
     from benchmarks.runner import domain_markdown, markdown_table, run_benchmark
-    from harness.artifact import FrozenHarness
+    from harness.app.artifact import FrozenHarness
 
     tasks = _load(args)
     harness = FrozenHarness.resolve(args.harness)
@@ -85,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     table = run_benchmark(harness, tasks, args.out_dir, seed=args.seed, llm=llm, sr_settings=sr, on_record=progress)
     text = markdown_table(table) + "\n\nPer domain (sa: symbolic accuracy over tasks with a known ground truth, "
-    text += "harness/symbolic.py):\n\n" + domain_markdown(table)
+    text += "harness/engine/symbolic.py):\n\n" + domain_markdown(table)
     (Path(args.out_dir) / "table.md").write_text(text + "\n", encoding="utf-8")
     print(text)
 

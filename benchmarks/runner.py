@@ -1,7 +1,7 @@
 """Run a frozen harness over a task set and tabulate the results, the way papers report them.
 
 Columns: Acc_0.01 / Acc_0.001 and NMSE on the in-domain and out-of-domain test splits, and symbolic accuracy
-(``sa``: the found equation is the ground truth up to the truth's free constants, :mod:`harness.symbolic`; NaN
+(``sa``: the found equation is the ground truth up to the truth's free constants, :mod:`harness.engine.symbolic`; NaN
 for tasks without a known truth, such as LLM-SR's real problems), per task and per domain.
 
 Each task's record is appended to ``results.jsonl`` as soon as it finishes, and a rerun with the same output
@@ -20,8 +20,8 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from harness.jsonio import json_safe, read_jsonl
-from harness.task import Task
+from harness.engine.jsonio import json_safe, read_jsonl
+from harness.engine.task import Task
 
 REPORT_METRICS = ("acc_0.01", "acc_0.001", "nmse")
 SPLITS = ("test_id", "test_ood")
@@ -38,7 +38,7 @@ def _metric(record: dict[str, Any], split: str, name: str) -> float:
 
 def symbolic_record(task: Task, equation: str | None) -> dict[str, Any] | None:
     """The symbolic-accuracy verdict for a record (None when the task has no ground truth)."""
-    from harness.symbolic import SymbolicMatch, task_symbolic_match
+    from harness.engine.symbolic import SymbolicMatch, task_symbolic_match
 
     if not task.ground_truth:
         return None
@@ -109,7 +109,7 @@ def run_benchmark(
     done = {r["task"] for r in load_records(results)}
     client = None
     if llm is not None and not hasattr(llm, "complete"):
-        from harness.llm.config import make_llm
+        from harness.llm.factory import make_llm
 
         client = make_llm(harness.llm_config(llm))
     for task in tasks:

@@ -8,10 +8,10 @@ from typing import Any
 __all__ = ["FrozenHarness", "HarnessRegressor", "Solution", "ArtifactError"]
 
 _LAZY = {
-    "FrozenHarness": "harness.artifact",
-    "Solution": "harness.artifact",
-    "ArtifactError": "harness.artifact",
-    "HarnessRegressor": "harness.regressor",
+    "FrozenHarness": "harness.app.artifact",
+    "Solution": "harness.app.artifact",
+    "ArtifactError": "harness.app.artifact",
+    "HarnessRegressor": "harness.app.regressor",
 }
 
 

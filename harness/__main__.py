@@ -1,8 +1,8 @@
-"""``python -m harness <command> ...`` (see harness/cli.py)."""
+"""``python -m harness <command> ...`` (see harness/app/cli.py)."""
 
 import sys
 
-from harness.cli import main
+from harness.app.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -10,7 +10,7 @@ Three stages, each resumable on one run folder, then freeze:
 3. ``stage3.run_stage3`` — reflective refinement (GEPA-style Pareto set over held-out training tasks) from SR
    diagnostics (or raw traces); one role's instruction at a time.
 4. ``freeze.run_freeze`` — every stage harness scored on training and held-out tasks; ``harness.json``
-   (``harness.artifact.FrozenHarness``) with provenance; ``report.write_report`` writes ``report.md`` + plots.
+   (``harness.app.artifact.FrozenHarness``) with provenance; ``report.write_report`` writes ``report.md`` + plots.
 
 Every (harness digest, task, seed) is evaluated once (``evaluation.Evaluator`` + ``cache.EvalCache``), so no
 solver execution is repeated across stages or after a resume. CLI: ``python -m optimize`` (Hydra, conf/optimize.yaml).

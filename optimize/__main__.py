@@ -25,9 +25,9 @@ def _plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if node is not None else {}
 
 
-@hydra.main(config_path="../conf", config_name="optimize", version_base="1.3")
+@hydra.main(config_path="pkg://harness.conf", config_name="optimize", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
-    from harness.cli import quiet_http_logs
+    from harness.app.cli import quiet_http_logs
 
     quiet_http_logs()
     run_dir = HydraConfig.get().runtime.output_dir
@@ -56,7 +56,7 @@ def main(cfg: DictConfig) -> float | None:
 if __name__ == "__main__":
     import sys
 
-    from harness.cli import refuse_pasted_keys
+    from harness.app.cli import refuse_pasted_keys
 
     refused = refuse_pasted_keys(sys.argv[1:])  # before Hydra writes the overrides into the run folder
     if refused:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.sqlitedb import connect
+from harness.engine.sqlitedb import connect
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS evals (

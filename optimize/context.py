@@ -5,13 +5,14 @@ Built once from the Hydra config (``build_context``) or directly in Python/tests
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.llm.config import LLMConfig
+from harness.llm.factory import make_llm
 from optimize.evaluation import Evaluator
 from optimize.runfolder import RunFolder
 from optimize.settings import OptimizeSettings
@@ -55,24 +56,9 @@ class OptimizeContext:
         return {t.name: t for t in self.tasks.train + self.tasks.heldout}
 
 
-def resolve_callable(path: str) -> Any:
-    """``"package.module:function"`` -> the function (for the scripted provider's ``extra.fn`` in YAML)."""
-    module, _, name = path.partition(":")
-    if not name:
-        module, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module), name)
-
-
 def make_client(llm_config: Mapping[str, Any]) -> Any:
-    """LLM client from a ``conf/llm/*.yaml`` mapping; a scripted ``extra.fn`` given as text is imported first."""
-    from harness.llm.config import LLMConfig, make_llm
-
-    data = dict(llm_config)
-    extra = dict(data.get("extra") or {})
-    if data.get("provider") == "scripted" and isinstance(extra.get("fn"), str):
-        extra["fn"] = resolve_callable(extra["fn"])
-    data["extra"] = extra
-    return make_llm(LLMConfig.model_validate(data))
+    """LLM client from a ``conf/llm/*.yaml`` mapping."""
+    return make_llm(LLMConfig.model_validate(dict(llm_config)))
 
 
 def llm_identity(llm_config: Mapping[str, Any]) -> dict[str, Any]:
@@ -135,7 +121,7 @@ def build_context(
     backend, sr_settings = backend_settings(backend_config)
     run_budget = None
     if settings.run_budget:
-        from harness.context import Budget
+        from harness.engine.context import Budget
 
         run_budget = Budget(**settings.run_budget)
     evaluator = Evaluator(

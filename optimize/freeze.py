@@ -14,7 +14,7 @@ import time
 from statistics import median
 from typing import Any
 
-from harness.artifact import FrozenHarness
+from harness.app.artifact import FrozenHarness
 from optimize.context import OptimizeContext, llm_identity
 from optimize.spec import HarnessSpec
 
@@ -68,9 +68,9 @@ def task_details(records: list[Any], tasks: list[Any]) -> dict[str, dict[str, An
     """Per task (means over seeds): Acc / NMSE on ID and OOD, symbolic accuracy, LLM calls and solver runs.
 
     SA is the share of seeds whose selected equation is the task's ground truth up to its free constants
-    (:mod:`harness.symbolic`); None for tasks without a known truth.
+    (:mod:`harness.engine.symbolic`); None for tasks without a known truth.
     """
-    from harness.symbolic import task_symbolic_match
+    from harness.engine.symbolic import task_symbolic_match
 
     by_name = {t.name: t for t in tasks}
     grouped: dict[str, list[Any]] = {}
@@ -148,7 +148,7 @@ def pick_final(specs: dict[str, HarnessSpec], rows: dict[str, dict[str, Any]]) -
 
 def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
     """Evaluate stage harnesses, save ``harness.json`` (FrozenHarness) and return the freeze result."""
-    from harness.artifact import FrozenHarness
+    from harness.app.artifact import FrozenHarness
 
     specs = stage_specs(ctx)
     rows = evaluate_stages(ctx, specs)

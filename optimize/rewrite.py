@@ -135,10 +135,10 @@ def check_instruction(text: str | None, current: str, settings: RewriteSettings)
 def _extract(text: str) -> tuple[str | None, str]:
     """(instruction, rationale) from a structured response, tolerating prose and plain-text answers."""
     try:
-        from harness.parsing import parse_json_output
+        from harness.llm.json_output import parse_json_output
 
         obj, _ = parse_json_output(text, InstructionRewrite)
-    except ImportError:  # pragma: no cover - harness.parsing is part of the package
+    except ImportError:  # pragma: no cover - harness.llm.protocols is part of the package
         obj = None
     if obj is not None:
         return clean_instruction(obj.instruction), obj.rationale.strip()

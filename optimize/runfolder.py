@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.jsonio import write_json_atomic
+from harness.engine.jsonio import write_json_atomic
 
 STAGE_FILES = {"baseline": "stage0_baseline.json", "init": "stage1_init.json", "search": "stage2_search.json",
                "refine": "stage3_refine.json", "freeze": "freeze.json"}

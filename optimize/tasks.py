@@ -6,11 +6,14 @@ different seed / index range (the synthetic generator) or from a disjoint, seede
 
 from __future__ import annotations
 
+import importlib
 import logging
 import random
 import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
+
+import benchmarks
 
 log = logging.getLogger(__name__)
 
@@ -28,11 +31,8 @@ def _load(suite: str, options: Mapping[str, Any]) -> list[Any]:
     """``benchmarks.load_suite(suite, **options)``; a ``"package.module:function"`` suite calls that generator."""
     opts = {k: v for k, v in dict(options or {}).items() if v is not None}
     if ":" in suite:
-        from optimize.context import resolve_callable
-
-        return list(resolve_callable(suite)(**opts))
-    import benchmarks
-
+        module, _, name = suite.partition(":")
+        return list(getattr(importlib.import_module(module), name)(**opts))
     return list(benchmarks.load_suite(suite, **opts))
 
 

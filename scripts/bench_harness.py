@@ -32,9 +32,9 @@ import pandas as pd
 
 import benchmarks
 from benchmarks.runner import load_records
-from harness.artifact import FrozenHarness
-from harness.candidates import Candidate, select
-from harness.context import AgentContext, FitSettings
+from harness.app.artifact import FrozenHarness
+from harness.engine.candidates import Candidate, select
+from harness.engine.context import AgentContext, FitSettings
 from harness.sr.backends import run_search
 from workflows.params import SRSettings, expected_solver_runs
 

@@ -18,7 +18,7 @@ import sys
 import time
 
 import benchmarks
-from harness.llm.config import make_llm
+from harness.llm.factory import make_llm
 from workflows.prompting import build_messages
 from workflows.roles import default_prompts, response_format
 

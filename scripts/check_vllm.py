@@ -60,8 +60,8 @@ TOOL_MESSAGES = [{"role": "user", "content": 'Call evaluate_expression with {"ex
 # -- the probes (run in whichever environment has the client) ----------------------------------------------------
 def probe(llm_config: dict[str, Any]) -> dict[str, Any]:
     """Structured output, a forced tool call and n=2 through one client; what came back and how fast."""
-    from harness.llm.config import make_llm
-    from harness.parsing import parse_json_output
+    from harness.llm.factory import make_llm
+    from harness.llm.json_output import parse_json_output
     from harness.sr.tools import EvaluateExpressionTool
 
     client = make_llm(llm_config)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.artifact import DEFAULT_HARNESS_FILE, ArtifactError, FrozenHarness
+from harness.app.artifact import DEFAULT_HARNESS_FILE, ArtifactError, FrozenHarness
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,14 +9,14 @@ import threading
 import numpy as np
 import pytest
 
-from harness.agent import AgentConfig, SRAgent
-from harness.candidates import Candidate
-from harness.context import AgentContext, Budget, BudgetTracker, FitSettings
+from harness.engine.candidates import Candidate
+from harness.engine.context import AgentContext, Budget, BudgetTracker, FitSettings
+from harness.engine.task import Task
 from harness.llm.base import LLMError
-from harness.llm.scripted import ScriptedLLM
-from harness.state import NODES_FILE, RESULT_FILE, RUN_FILE, SearchRunState
-from harness.task import Task
+from harness.runtime.agent import AgentConfig, SRAgent
+from harness.runtime.state import NODES_FILE, RESULT_FILE, RUN_FILE, SearchRunState
 from harness.tools.base import TOOLS, BaseTool, ToolRunAbort
+from tests.doubles import SCRIPTED, ScriptedLLM
 
 
 def make_cand(equation: str, nmse: float) -> Candidate:
@@ -260,7 +260,7 @@ def test_dead_llm_from_the_start(task, tmp_path):
 
 
 def test_cli_agent_with_scripted_model_writes_the_run_folder(tmp_path, capsys):
-    from harness.cli import main
+    from harness.app.cli import main
 
     rng = np.random.default_rng(1)
     X = rng.uniform(-2, 2, size=(200, 2))
@@ -268,7 +268,7 @@ def test_cli_agent_with_scripted_model_writes_the_run_folder(tmp_path, capsys):
     (tmp_path / "data.csv").write_text("\n".join(rows) + "\n")
     script = "{responses:[{tool_calls:[{name:test_propose,arguments:{equation:x0,nmse:0.3}}]},'no tools'],cycle:true}"
     out = tmp_path / "run"
-    args = [f"data={tmp_path / 'data.csv'}", "target=y", "llm.provider=scripted", f"llm.extra={script}"]
+    args = [f"data={tmp_path / 'data.csv'}", "target=y", f"llm.provider={SCRIPTED}", f"llm.extra={script}"]
     args += [f"agent.tools=[{','.join(TEST_TOOLS)}]", "agent.L=2", "agent.K=2", f"out={out}"]
     assert main(["agent", *args]) == 0
     printed = capsys.readouterr().out
@@ -285,8 +285,9 @@ def test_cli_agent_with_scripted_model_writes_the_run_folder(tmp_path, capsys):
 
 def test_cli_agent_takes_the_llm_group_like_every_command(tmp_path):
     """`agent llm=openai` selects conf/llm/openai.yaml (it used to replace the inline llm block with a string)."""
-    from harness.cli import main
     import socket
+
+    from harness.app.cli import main
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -308,7 +309,7 @@ class SpentTool(BaseTool):
 
     def execute(self) -> str:
         """A solver that finds the budget spent."""
-        from harness.context import BudgetExhausted
+        from harness.engine.context import BudgetExhausted
 
         raise BudgetExhausted("only 0.5s of the time budget left")
 

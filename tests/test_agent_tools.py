@@ -11,11 +11,11 @@ import pytest
 import harness.sr.llm_generator  # noqa: F401  (registers llm_equation_search)
 import harness.sr.tools  # noqa: F401
 import harness.tools.analysis_tools  # noqa: F401
-from harness.agent import AgentConfig, SRAgent
-from harness.context import AgentContext, BudgetTracker, FitSettings
-from harness.llm.scripted import ScriptedLLM
-from harness.state import NODES_FILE
-from harness.task import Task
+from harness.engine.context import AgentContext, BudgetTracker, FitSettings
+from harness.engine.task import Task
+from harness.runtime.agent import AgentConfig, SRAgent
+from harness.runtime.state import NODES_FILE
+from tests.doubles import ScriptedLLM
 
 ARGUMENTS = {
     "run_sr_search": {"operators": ["add", "mul", "sin"], "max_length": 12, "time_budget": 1,
@@ -70,7 +70,8 @@ def test_every_tool_runs_from_the_agent(task, tmp_path):
 @pytest.mark.llm
 def test_agent_with_the_embedded_model(task, tmp_path):
     """SmolLM2 through llama.cpp drives one agent step: its grammar-constrained reply is a call of a real tool."""
-    from harness.llm.config import LLMConfig, make_llm
+    from harness.llm.config import LLMConfig
+    from harness.llm.factory import make_llm
 
     llm = make_llm(LLMConfig(provider="local", model="smollm2-135m-instruct", max_tokens=200, temperature=0.2,
                              timeout_s=240))

@@ -11,8 +11,15 @@ import pytest
 from pydantic import ValidationError
 
 import benchmarks
-from harness.artifact import DEFAULT_HARNESS_FILE, SCHEMA_VERSION, ArtifactError, FrozenHarness, find_secrets
+from harness.app.artifact import (
+    DEFAULT_HARNESS_FILE,
+    SCHEMA_VERSION,
+    ArtifactError,
+    FrozenHarness,
+    find_secrets,
+)
 from harness.llm.config import LLMConfig
+from tests.doubles import SCRIPTED
 from workflows.params import WorkflowParams, expected_llm_calls, expected_solver_runs
 from workflows.roles import ROLE_NAMES, default_prompts
 
@@ -133,17 +140,19 @@ def test_validation_of_contents() -> None:
 def test_llm_config_merges_overrides() -> None:
     h = FrozenHarness.default()
     assert h.llm_config().provider == "local"
-    config = h.llm_config({"provider": "scripted", "temperature": None})
-    assert config.provider == "scripted" and config.temperature == h.llm["temperature"]
-    assert callable(config.extra["fn"])  # our role-answering test double
-    assert callable(h.llm_config({"provider": "scripted", "extra": {"fn": "optimize.toy:respond"}}).extra["fn"])
-    assert h.llm_config(LLMConfig(provider="scripted", max_tokens=64)).max_tokens == 64
+    config = h.llm_config({"provider": SCRIPTED, "temperature": None})
+    assert config.provider == SCRIPTED and config.temperature == h.llm["temperature"]
+    assert config.extra == {}  # the harness passes the config through; the double picks its own default
+    assert h.llm_config({"provider": SCRIPTED, "extra": {"fn": "tests.doubles:respond"}}).extra["fn"] == "tests.doubles:respond"
+    with pytest.raises(ValueError, match="unknown LLM provider"):
+        h.llm_config({"provider": "scripted"})  # test doubles are not a provider name of the library
+    assert h.llm_config(LLMConfig(provider=SCRIPTED, max_tokens=64)).max_tokens == 64
 
 
 def test_solve_with_scripted_model(tmp_path: Path) -> None:
     task = benchmarks.load_suite("synthetic", names=["phys_osc_synth_00"], n_train=60, n_test=30, n_ood=30)[0]
     h = FrozenHarness.default()
-    sol = h.solve(task, llm={"provider": "scripted"}, sr_settings=TINY, run_dir=tmp_path, seed=3)
+    sol = h.solve(task, llm={"provider": SCRIPTED}, sr_settings=TINY, run_dir=tmp_path, seed=3)
     assert sol.equation and sol.status == "completed"
     assert sol.llm_calls == expected_llm_calls(h.workflow) and sol.solver_runs == expected_solver_runs(h.workflow)
     assert set(sol.metrics) == {"train", "valid", "test_id", "test_ood"}

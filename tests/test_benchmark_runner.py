@@ -8,8 +8,16 @@ from pathlib import Path
 import pytest
 
 import benchmarks
-from benchmarks.runner import domain_markdown, load_records, markdown_table, results_table, run_benchmark, summary_row
-from harness.artifact import FrozenHarness
+from benchmarks.runner import (
+    domain_markdown,
+    load_records,
+    markdown_table,
+    results_table,
+    run_benchmark,
+    summary_row,
+)
+from harness.app.artifact import FrozenHarness
+from tests.doubles import SCRIPTED
 
 TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15}
 
@@ -22,7 +30,7 @@ def test_run_records_resume_and_table(tmp_path: Path) -> None:
     tasks = benchmarks.load_suite("synthetic", n_per_domain=1, domains=["chemistry", "materials"],
                                   n_train=120, n_test=60, n_ood=60)
     seen: list[str] = []
-    table = run_benchmark(_harness(), tasks, tmp_path, llm={"provider": "scripted"},
+    table = run_benchmark(_harness(), tasks, tmp_path, llm={"provider": SCRIPTED},
                           on_record=lambda r: seen.append(r["task"]))
     assert seen == [t.name for t in tasks]
     records = load_records(tmp_path / "results.jsonl")
@@ -31,7 +39,7 @@ def test_run_records_resume_and_table(tmp_path: Path) -> None:
     assert set(table.columns) >= {"acc_0.01_id", "acc_0.001_ood", "nmse_id", "llm_calls", "seconds"}
     # a rerun over the same folder solves nothing again
     seen.clear()
-    again = run_benchmark(_harness(), tasks, tmp_path, llm={"provider": "scripted"},
+    again = run_benchmark(_harness(), tasks, tmp_path, llm={"provider": SCRIPTED},
                           on_record=lambda r: seen.append(r["task"]))
     assert seen == [] and len(again) == len(tasks)
     text = markdown_table(again)

@@ -11,7 +11,13 @@ import pytest
 
 from harness.llm import models
 from harness.llm.base import LLMError
-from harness.llm.models import ChunkedModel, assemble, cache_dir, embedded_model_path, resolve_model_name
+from harness.llm.models import (
+    ChunkedModel,
+    assemble,
+    cache_dir,
+    embedded_model_path,
+    resolve_model_name,
+)
 
 
 def _fake_parts(root: Path, module: str, chunks: list[bytes]) -> None:

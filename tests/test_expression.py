@@ -1,4 +1,4 @@
-"""Tests for harness.expression: safety of the parser, round trips, numerics."""
+"""Tests for harness.engine.expression: safety of the parser, round trips, numerics."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import sympy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.expression import Expression, ExpressionError, parse_expression
+from harness.engine.expression import Expression, ExpressionError, parse_expression
 
 VARS = ["x", "v"]
 

@@ -21,13 +21,14 @@ import pytest
 
 import benchmarks
 from harness import FrozenHarness, HarnessRegressor
-from harness.context import AgentContext, evaluate_candidate
-from harness.expression import ExpressionError, parse_expression
+from harness.engine.context import AgentContext, evaluate_candidate
+from harness.engine.expression import ExpressionError, parse_expression
+from harness.engine.task import Task, TaskError
 from harness.llm import LLMError
-from harness.llm.config import make_llm
+from harness.llm.factory import make_llm
 from harness.sr import workers
 from harness.sr.backends import run_search
-from harness.task import Task, TaskError
+from tests.doubles import HYDRA_TEST_CONF, SCRIPTED
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"time_budget": 1, "population_size": 30, "generations": 5, "max_length": 15}
@@ -94,7 +95,7 @@ def test_operon_on_50000_rows_with_a_short_budget_returns_the_engines_equation(t
     df.to_csv(tmp_path / "big.csv", index=False)
     out = tmp_path / "run"
     t0 = time.perf_counter()
-    proc = _cli("solve", "harness=default", f"data={tmp_path / 'big.csv'}", "target=y", "llm=scripted",
+    proc = _cli("solve", "harness=default", f"data={tmp_path / 'big.csv'}", "target=y", "llm=scripted", HYDRA_TEST_CONF,
                 "sr.time_budget=1", f"hydra.run.dir={out}", timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     result = json.loads((out / "result.json").read_text())
@@ -200,14 +201,14 @@ def test_names_python_normalises_are_normalised_with_a_note(tmp_path: Path) -> N
     micro, ohm = "\u00b5", "\u2126"  # MICRO SIGN and OHM SIGN: Python reads them as Greek mu and omega
     pd.DataFrame({micro: mu, ohm: om, "y": 3.0 * mu + 2.0 * om}).to_csv(tmp_path / "u.csv", index=False,
                                                                           encoding="utf-8")
-    from harness.cli import load_task
+    from harness.app.cli import load_task
 
     with pytest.warns(UserWarning, match="NFKC"):
         task = load_task(str(tmp_path / "u.csv"), "y")
     assert task.input_names == ["\u03bc", "\u03a9"]
     assert task.metadata["normalised_names"] == {micro: "\u03bc", ohm: "\u03a9"}
     assert parse_expression(f"{micro}*2", [micro]).variables == ("\u03bc",)
-    sol = FrozenHarness.default().solve(task, llm={"provider": "scripted"}, sr_settings=TINY)
+    sol = FrozenHarness.default().solve(task, llm={"provider": SCRIPTED}, sr_settings=TINY)
     assert sol.metrics["train"]["r2"] > 0.99  # models using the column are no longer rejected
 
 
@@ -244,7 +245,7 @@ def test_config_mistakes_are_one_line_rc2_errors(tmp_path, args, message) -> Non
 
 def test_duplicate_complex_misshapen_and_huge_data_are_refused(tmp_path: Path) -> None:
     (tmp_path / "dup.csv").write_text("x,x,y\n" + "".join(f"{i},{i * 2},{i * 3}\n" for i in range(20)))
-    from harness.cli import load_task
+    from harness.app.cli import load_task
 
     with pytest.raises(TaskError, match=r"\['x'\] appear more than once"):
         load_task(str(tmp_path / "dup.csv"), "y")
@@ -252,7 +253,7 @@ def test_duplicate_complex_misshapen_and_huge_data_are_refused(tmp_path: Path) -
     with pytest.raises(TaskError, match="complex-valued"):
         Task.from_arrays(X, X[:, 0] * (1 + 1j))
     with pytest.raises(TaskError, match=r"one target column, got shape \(60, 2\)"):
-        HarnessRegressor(llm={"provider": "scripted"}, sr_settings=TINY).fit(X, np.column_stack([X[:, 0]] * 2))
+        HarnessRegressor(llm={"provider": SCRIPTED}, sr_settings=TINY).fit(X, np.column_stack([X[:, 0]] * 2))
     with pytest.raises(TaskError, match="rescale the column"):
         Task.from_arrays(X * 1e200, X[:, 0])
 
@@ -264,7 +265,7 @@ def test_printed_expressions_parse_back() -> None:
 
 # -- 6. an answer that cannot be written back is dropped before selection --------------------------------------------
 def test_degenerate_constants_drop_the_candidate_not_the_run(task, monkeypatch) -> None:
-    from harness import evaluator
+    from harness.engine import evaluator
 
     real_fit = evaluator.fit
 
@@ -278,6 +279,6 @@ def test_degenerate_constants_drop_the_candidate_not_the_run(task, monkeypatch) 
     ctx = AgentContext(task=task)
     with pytest.raises(ExpressionError, match="cannot be written back"):
         evaluate_candidate("c0*A + c1*sin(c2*A)", ctx)
-    sol = FrozenHarness.default().solve(task, llm={"provider": "scripted"}, sr_settings=TINY)
+    sol = FrozenHarness.default().solve(task, llm={"provider": SCRIPTED}, sr_settings=TINY)
     assert sol.equation is not None  # the run keeps its other candidates
     parse_expression(sol.equation, task.input_names)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from harness.llm import ScriptedLLM
 from harness.llm.cache import CachedLLM
+from tests.doubles import ScriptedLLM
 
 MSGS = [{"role": "user", "content": "plan please"}]
 
@@ -67,7 +67,7 @@ def test_errors_are_not_cached(tmp_path) -> None:
 def test_a_repeated_workflow_run_calls_the_model_no_twice(tmp_path) -> None:
     """What a killed-and-resumed evaluation does: the same workflow on the same task and seed again."""
     import benchmarks
-    from workflows.roles import scripted_role_output
+    from tests.doubles import scripted_role_output
     from workflows.runner import run_workflow
 
     task = benchmarks.load_suite("synthetic", names=["chem_react_synth_00"], n_train=60, n_test=20, n_ood=20)[0]

@@ -23,15 +23,16 @@ from harness.llm import (
     LLMError,
     LLMResponse,
     RetryPolicy,
-    ScriptedLLM,
     ToolCall,
     bound_schema,
     call_with_retries,
     json_schema_format,
     make_llm,
 )
-from harness.parsing import NativeToolParser, parse_json_output
+from harness.llm.json_output import parse_json_output
 from harness.llm.local_client import GRAMMAR_MAX_STRING
+from harness.llm.protocols import NativeToolParser
+from tests.doubles import SCRIPTED, ScriptedLLM
 
 # -- a fake OpenAI-compatible server ------------------------------------------------------------------------------
 
@@ -375,9 +376,9 @@ def test_scripted_function_and_config() -> None:
     def fn(messages: list[dict], **kwargs: Any) -> str:
         return f"{messages[-1]['content']}-{kwargs['sample_index']}"
 
-    llm = make_llm({"provider": "scripted", "extra": {"fn": fn}})
+    llm = make_llm({"provider": SCRIPTED, "extra": {"fn": fn}})
     assert [r.text for r in llm.complete(USER, n=3)] == ["hi-0", "hi-1", "hi-2"]
-    cyc = make_llm(LLMConfig(provider="scripted", extra={"responses": ["a", "b"], "cycle": True}))
+    cyc = make_llm(LLMConfig(provider=SCRIPTED, extra={"responses": ["a", "b"], "cycle": True}))
     assert [cyc.complete(USER)[0].text for _ in range(3)] == ["a", "b", "a"]
     with pytest.raises(ValueError):
         ScriptedLLM()

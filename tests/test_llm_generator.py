@@ -8,17 +8,17 @@ import math
 import numpy as np
 import pytest
 
-from harness.candidates import Candidate
-from harness.context import AgentContext, Budget, BudgetExhausted, BudgetTracker
-from harness.llm.scripted import ScriptedLLM
+from harness.engine.candidates import Candidate
+from harness.engine.context import AgentContext, Budget, BudgetExhausted, BudgetTracker
+from harness.engine.task import Split, Task
 from harness.sr.llm_generator import (
     ExperienceBuffer,
     equations_response_format,
     generate_equations,
     parse_proposals,
 )
-from harness.task import Split, Task
 from harness.tools.base import TOOLS
+from tests.doubles import ScriptedLLM
 
 GOOD = "c0*x1 + c1*x2**2"  # the true form of y = 2 x1 + x2^2
 WEAK = "c0*x1 + c1"

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.artifact import FrozenHarness
-from harness.llm.scripted import ScriptedLLM
-from optimize import toy
+from harness.app.artifact import FrozenHarness
+from tests import doubles as toy
+from tests.doubles import HYDRA_TEST_CONF, SCRIPTED, ScriptedLLM
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = [
-    "llm=scripted", "benchmark=toy", "backend.operators=[add,sub,mul,div]", "backend.time_budget=1", "backend.population_size=50", "backend.generations=20",
+    "llm=scripted", HYDRA_TEST_CONF, "benchmark=toy", "backend.operators=[add,sub,mul,div]", "backend.time_budget=1", "backend.population_size=50", "backend.generations=20",
     "optimize.tasks.n_train=3", "optimize.tasks.n_heldout=1",
     "optimize.stage1.groups=[[planner]]", "optimize.stage1.minibatch=1",
     "optimize.stage2.minibatch=2", "optimize.stage2.n_trials=2", "optimize.stage2.n_startup_trials=2",
@@ -74,7 +74,7 @@ def paid_runs(run_dir: Path) -> list[tuple[str, str, int]]:
 
 def test_stage2_killed_with_sigkill_resumes_without_redoing_trials(tmp_path):
     run_dir = tmp_path / "run"
-    args = ["stage=search", *TINY, "llm.extra.fn=optimize.toy:respond_slow", "optimize.stage2.n_trials=6",
+    args = ["stage=search", *TINY, "llm.extra.fn=tests.doubles:respond_slow", "optimize.stage2.n_trials=6",
             "optimize.stage2.n_startup_trials=6", "optimize.stage2.adapt_steps=0",
             "optimize.stage2.bounds.branches=[1,2]", "optimize.stage2.bounds.discussion_rounds=[0,1]",
             f"hydra.run.dir={run_dir}"]
@@ -166,7 +166,7 @@ def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     prov = harness.provenance
     assert prov["scores"]["baseline"]["train"] == 0.0 and prov["scores"]["init"]["train"] == 1.0
     assert set(prov["solver_runs_cumulative"]) == {"init", "search", "refine"}
-    assert prov["harness_llm"]["provider"] == "scripted" and prov["reflection_llm"] == "the harness's own model"
+    assert prov["harness_llm"]["provider"] == SCRIPTED and prov["reflection_llm"] == "the harness's own model"
     assert "LLM response cache" in report and (run_dir / "llm_cache.db").exists()
     assert prov["training_tasks"] and not set(prov["training_tasks"]) & set(prov["heldout_tasks"])
     unseen = toy.toy_tasks(1, offset=500)[0]
@@ -188,7 +188,7 @@ def test_presets_compose_and_validate(preset):
 
     from optimize.settings import OptimizeSettings
 
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(REPO / "harness" / "conf"), version_base="1.3"):
         cfg = compose(config_name="optimize", overrides=[f"optimize={preset}"])
     settings = OptimizeSettings.model_validate(OmegaConf.to_container(cfg.optimize, resolve=True))
     assert cfg.llm.provider == "local" and cfg.backend.name == "operon" and cfg.benchmark.name == "synthetic"

@@ -1,6 +1,6 @@
 """Each optimizer stage end to end with the real workflow runner, Operon (tiny) and the scripted toy model.
 
-The toy (optimize/toy.py): the Planner only writes the right hypothesis when its instruction holds the magic
+The toy (tests/doubles.py): the Planner only writes the right hypothesis when its instruction holds the magic
 phrase or the Analyst's hint is in its prompt; the prompt engineer's rewrites add the phrase. So stage 1 and
 stage 3 must find the phrase, and stage 2 must turn the Analyst on when the pool has no phrase.
 """
@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.llm.scripted import ScriptedLLM
-from optimize import toy
 from optimize.context import build_context
 from optimize.settings import OptimizeSettings
 from optimize.stage1 import run_stage1
 from optimize.stage2 import run_stage2
 from optimize.stage3 import run_stage3
 from optimize.tasks import TaskSets
+from tests import doubles as toy
+from tests.doubles import SCRIPTED, ScriptedLLM
 from workflows.params import WorkflowParams
 
 SR = {"name": "operon", "time_budget": 1.0, "population_size": 50, "generations": 20, "max_length": 20,
@@ -29,7 +29,7 @@ TASKS = TaskSets(toy.toy_tasks(5), toy.toy_tasks(2, offset=100))
 def make_ctx(tmp_path: Path, overrides: dict):
     settings = OptimizeSettings.model_validate(overrides)
     llm = ScriptedLLM(fn=toy.respond)
-    llm_config = {"provider": "scripted", "extra": {"fn": "optimize.toy:respond"}}
+    llm_config = {"provider": SCRIPTED, "extra": {"fn": "tests.doubles:respond"}}
     ctx = build_context(tmp_path, settings, llm_config=llm_config, backend_config=SR, benchmark_config={}, llm=llm,
                         tasks=TASKS)
     return ctx, llm
@@ -91,7 +91,7 @@ def test_stage3_refines_the_planner(tmp_path, feedback):
 
 def test_rewrites_come_from_the_reflection_model_of_their_own(tmp_path):
     """GEPA's reflection_lm: stage-1 rewrites go to optimize.reflection_llm, role calls to the harness's model."""
-    reflection = {"provider": "scripted", "model": "reflector", "extra": {"fn": "optimize.toy:respond"}}
+    reflection = {"provider": SCRIPTED, "model": "reflector", "extra": {"fn": "tests.doubles:respond"}}
     ctx, llm = make_ctx(tmp_path, {"reflection_llm": reflection,
                                    "stage1": {"groups": [["planner"]], "n_candidates": 2, "minibatch": 1,
                                               "pool_size": 2}})

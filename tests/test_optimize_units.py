@@ -14,9 +14,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from harness.candidates import Candidate
-from harness.llm.scripted import ScriptedLLM
-from harness.task import Task
+from harness.engine.candidates import Candidate
+from harness.engine.task import Task
 from optimize.context import build_context
 from optimize.evaluation import EvalRecord, StageBudgetSpent, summarize
 from optimize.rewrite import RewriteSettings, check_instruction, propose_rewrite
@@ -26,6 +25,7 @@ from optimize.stage1 import run_stage1
 from optimize.stage2 import choose, completed, fixed_pool, run_stage2
 from optimize.stage3 import Member, pareto_members, run_stage3
 from optimize.tasks import TaskSets, minibatch, split_slice
+from tests.doubles import SCRIPTED, ScriptedLLM
 from workflows.params import WorkflowParams, expected_llm_calls, expected_solver_runs
 
 PHRASE = "periodic hypothesis"
@@ -72,7 +72,7 @@ def engineer(messages, **request):
 def context(tmp_path: Path, rule, overrides: dict | None = None, n_train: int = 4, llm=None):
     settings = OptimizeSettings.model_validate(overrides or {})
     runner = FakeRunner(rule)
-    ctx = build_context(tmp_path, settings, llm_config={"provider": "scripted"}, backend_config={"name": "operon"},
+    ctx = build_context(tmp_path, settings, llm_config={"provider": SCRIPTED}, backend_config={"name": "operon"},
                         benchmark_config={}, llm=llm or ScriptedLLM(fn=engineer),
                         tasks=TaskSets(make_tasks(n_train), make_tasks(2, "h")), runner=runner, prompts=SEED_PROMPTS)
     return ctx, runner

@@ -8,16 +8,15 @@ import pytest
 from pydantic import BaseModel
 
 from harness.llm.base import LLMResponse, ToolCall
-from harness.parsing import (
+from harness.llm.json_output import extract_json, parse_json_output
+from harness.llm.protocols import (
     JSONToolParser,
     NativeToolParser,
     TaggedTextParser,
     add_system_text,
-    extract_json,
     make_parser,
     messages_as_text,
     normalize_tools,
-    parse_json_output,
     tool_call_schema,
 )
 from harness.tools.base import BaseTool, ToolCallResult

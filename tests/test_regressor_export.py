@@ -8,7 +8,8 @@ import pytest
 import sympy
 
 from harness import FrozenHarness, HarnessRegressor
-from harness.export import latex_table, select_index
+from harness.app.export import latex_table, select_index
+from tests.doubles import SCRIPTED
 
 TINY = {"time_budget": 1, "population_size": 30, "generations": 5, "max_length": 15}
 
@@ -50,7 +51,7 @@ def fitted(tmp_path_factory: pytest.TempPathFactory) -> HarnessRegressor:
     X, y = _data(120, 0)
     run_dir = tmp_path_factory.mktemp("solve")
     harness = FrozenHarness.create(FrozenHarness.default().prompts, (0, 1, 0, 0, 0), sr_settings=TINY)
-    return HarnessRegressor(harness=harness, llm={"provider": "scripted"}, run_dir=run_dir).fit(X, y)
+    return HarnessRegressor(harness=harness, llm={"provider": SCRIPTED}, run_dir=run_dir).fit(X, y)
 
 
 def test_selection_index_and_exports_agree(fitted: HarnessRegressor) -> None:
@@ -85,7 +86,7 @@ def _first_sr_node(run_dir) -> dict:
 
 def test_warm_start_seeds_the_previous_front(fitted: HarnessRegressor, tmp_path) -> None:
     X, y = _data(100, 3)
-    reg = HarnessRegressor(harness=fitted.harness, llm={"provider": "scripted"}, warm_start=True,
+    reg = HarnessRegressor(harness=fitted.harness, llm={"provider": SCRIPTED}, warm_start=True,
                            run_dir=tmp_path / "first")
     reg.fit(X, y)
     assert reg.warm_started_from_ == []  # nothing to start from on the first fit

@@ -13,7 +13,8 @@ import pytest
 import sympy
 
 from harness import FrozenHarness, HarnessRegressor
-from harness.evaluator import compute_metrics
+from harness.engine.evaluator import compute_metrics
+from tests.doubles import HYDRA_TEST_CONF, SCRIPTED
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15}
@@ -28,7 +29,7 @@ def _data(n: int, lo: float, hi: float, seed: int) -> pd.DataFrame:
 def test_regressor_fit_predict_score() -> None:
     df = _data(120, 1, 3, 0)
     X, y = df[["x1", "x2"]], df["y"].to_numpy()
-    reg = HarnessRegressor(llm={"provider": "scripted"}, sr_settings=TINY, seed=0)
+    reg = HarnessRegressor(llm={"provider": SCRIPTED}, sr_settings=TINY, seed=0)
     assert reg.fit(X, y, descriptions={"x1": "speed", "x2": "load"}, target_name="power") is reg
     pred = reg.predict(X)
     assert pred.shape == y.shape and np.all(np.isfinite(pred))
@@ -45,7 +46,7 @@ def test_regressor_with_arrays_names_and_a_harness_object(tmp_path: Path) -> Non
     harness = FrozenHarness.create(FrozenHarness.default().prompts, (0, 1, 0, 0, 0), sr_settings=TINY)
     path = harness.save(tmp_path / "h.json")
     for spec in (harness, str(path)):
-        reg = HarnessRegressor(harness=spec, llm={"provider": "scripted"})
+        reg = HarnessRegressor(harness=spec, llm={"provider": SCRIPTED})
         reg.fit(df[["x1", "x2"]].to_numpy(), df["y"].to_numpy(), variable_names=["speed (m/s)", "load"])
         assert reg.variable_names_ == ["speed_m_s", "load"]
         assert reg.predict(df[["x1", "x2"]].to_numpy()).shape == (80,)
@@ -72,7 +73,7 @@ def _solve_cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_cli_solve_writes_result_that_reproduces_metrics(tmp_path: Path) -> None:
     folder, out = _folder(tmp_path), tmp_path / "run"
-    proc = _solve_cli("harness=default", f"data={folder}", "llm.provider=scripted", "sr.time_budget=1",
+    proc = _solve_cli("harness=default", f"data={folder}", f"llm.provider={SCRIPTED}", "sr.time_budget=1",
                       "sr.population_size=20", "sr.generations=3", "budget.max_seconds=120", f"hydra.run.dir={out}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "equation" in proc.stdout and "test_ood" in proc.stdout  # printed metrics table
@@ -99,7 +100,7 @@ def test_cli_solve_with_csv_and_backend_group(tmp_path: Path) -> None:
     _data(100, 1, 3, 0).to_csv(csv, index=False)
     harness = FrozenHarness.create(FrozenHarness.default().prompts, (0, 1, 0, 0, 0), sr_settings=TINY)
     path = harness.save(tmp_path / "h.json")
-    proc = _solve_cli(f"harness={path}", f"data={csv}", "target=y", "llm=scripted", "backend=operon",
+    proc = _solve_cli(f"harness={path}", f"data={csv}", "target=y", "llm=scripted", HYDRA_TEST_CONF, "backend=operon",
                       f"hydra.run.dir={out}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads((out / "result.json").read_text())
@@ -131,7 +132,7 @@ def test_cli_solve_with_the_embedded_model_recovers_the_equation(tmp_path: Path)
     assert not planner["info"]["fallback"] and not planner["error"], planner["response"]
     hypotheses = planner["info"]["output"]["hypotheses"]
     assert hypotheses, planner["response"]
-    from harness.expression import parse_expression
+    from harness.engine.expression import parse_expression
 
     parsed = []
     for h in hypotheses:

@@ -6,13 +6,23 @@ import numpy as np
 import pyoperon  # a core dependency: a broken install fails here, it does not skip
 import pytest
 
-from harness.context import AgentContext, Budget, BudgetExhausted, BudgetTracker, evaluate_candidate
-from harness.expression import parse_expression
+from harness.engine.context import (
+    AgentContext,
+    Budget,
+    BudgetExhausted,
+    BudgetTracker,
+    evaluate_candidate,
+)
+from harness.engine.expression import parse_expression
+from harness.engine.task import Task
 from harness.sr.backends import run_search
-from harness.sr.operon_backend import operon_kwargs, run_operon, substitute_features, sympy_to_tree
+from harness.sr.operon_backend import (
+    operon_kwargs,
+    run_operon,
+    substitute_features,
+    sympy_to_tree,
+)
 from harness.sr.plan import SearchPlan
-from harness.task import Task
-
 
 
 def make_task(fn, lo, hi, d, names=None, n=200, seed=0, name="t") -> Task:
@@ -140,7 +150,7 @@ def test_seed_pool_candidates_are_injected_and_returned():
 def test_a_later_run_can_continue_the_population_of_an_earlier_one() -> None:
     """SRSettings.continue_search: the worker keeps a branch's population; the next run goes on from it."""
     import benchmarks
-    from harness.context import AgentContext
+    from harness.engine.context import AgentContext
     from harness.sr.backends import run_search
 
     task = benchmarks.load_suite("synthetic", names=["chem_react_synth_00"], n_train=100)[0]

@@ -5,9 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.context import AgentContext
-from harness.sr.plan import DEFAULT_OPERATORS, PlanLimits, SearchPlan, default_plan, operators_in, validate_plan
-from harness.task import Task
+from harness.engine.context import AgentContext
+from harness.engine.task import Task
+from harness.sr.plan import (
+    DEFAULT_OPERATORS,
+    PlanLimits,
+    SearchPlan,
+    default_plan,
+    operators_in,
+    validate_plan,
+)
 
 VARS = ["x", "v"]
 

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 import sympy
 
-from harness.context import AgentContext
+from harness.engine.context import AgentContext
+from harness.engine.task import Task
 from harness.sr import pysr_backend
 from harness.sr.backends import BackendUnavailable, run_search
 from harness.sr.plan import SearchPlan
 from harness.sr.pysr_backend import import_pysr, pysr_kwargs, run_pysr, supported_kwargs
-from harness.task import Task
 
 
 def make_task() -> Task:

@@ -8,11 +8,16 @@ import sys
 import numpy as np
 
 import harness.sr.tools  # noqa: F401  (registers the tools)
-from harness.context import AgentContext, Budget, BudgetTracker, evaluate_candidate
+from harness.engine.context import (
+    AgentContext,
+    Budget,
+    BudgetTracker,
+    evaluate_candidate,
+)
+from harness.engine.task import Task
 from harness.sr.backends import backend_names, run_search
 from harness.sr.hybrid import run_hybrid
 from harness.sr.plan import SearchPlan
-from harness.task import Task
 from harness.tools.base import TOOLS
 
 QUICK = {"time_budget": 1, "generations": 3, "population_size": 40}
@@ -115,7 +120,7 @@ def test_hybrid_pools_given_proposals_with_operon():
 
 
 def test_hybrid_backend_with_a_scripted_model():
-    from harness.llm.scripted import ScriptedLLM
+    from tests.doubles import ScriptedLLM
 
     reply = json.dumps({"equations": [{"expression": "c0*x0*exp(c1*x1)*sin(x2) + c2", "reason": "decay"}]})
     ctx = AgentContext(make_task(SEEDED, 3, ("x0", "x1", "x2")), llm=ScriptedLLM([reply], cycle=True))

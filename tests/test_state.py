@@ -8,10 +8,16 @@ import threading
 
 import numpy as np
 
-from harness.candidates import Candidate
-from harness.context import Budget, BudgetTracker
-from harness.state import NODES_FILE, RESULT_FILE, RUN_FILE, SearchRunState, messages_digest
-from harness.task import Task
+from harness.engine.candidates import Candidate
+from harness.engine.context import Budget, BudgetTracker
+from harness.engine.task import Task
+from harness.runtime.state import (
+    NODES_FILE,
+    RESULT_FILE,
+    RUN_FILE,
+    SearchRunState,
+    messages_digest,
+)
 
 
 def cand(eq: str, nmse: float, complexity: int, **extra) -> Candidate:

@@ -12,8 +12,9 @@ import pytest
 
 import benchmarks
 from harness import FrozenHarness
-from harness.cli import main as cli
-from harness.view import render, write_view
+from harness.app.cli import main as cli
+from harness.app.view import render, write_view
+from tests.doubles import SCRIPTED
 
 TINY = {"time_budget": 1, "population_size": 30, "generations": 5, "max_length": 15}
 
@@ -21,10 +22,10 @@ TINY = {"time_budget": 1, "population_size": 30, "generations": 5, "max_length":
 @pytest.fixture(scope="module")
 def solve_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [task] = benchmarks.load_suite("synthetic", names=["chem_react_synth_00"], n_train=120, n_test=40, n_ood=40)
-    from harness.solve_cli import write_plots
+    from harness.app.solve_cli import write_plots
 
     run_dir = tmp_path_factory.mktemp("solve")
-    solution = FrozenHarness.default().solve(task, llm={"provider": "scripted"}, run_dir=run_dir, sr_settings=TINY)
+    solution = FrozenHarness.default().solve(task, llm={"provider": SCRIPTED}, run_dir=run_dir, sr_settings=TINY)
     write_plots(run_dir, task, solution)  # as `python -m harness solve` does
     return run_dir
 
@@ -54,7 +55,7 @@ def test_agent_and_optimize_runs_and_the_cli(tmp_path: Path) -> None:
     (tmp_path / "data.csv").write_text("x0,y\n" + "".join(f"{a},{3 * a}\n" for a in x))
     script = "{responses:[{tool_calls:[{name:evaluate_expression,arguments:{expression:'c0*x0'}}]},'done'],cycle:true}"
     agent_dir = tmp_path / "agent"
-    assert cli(["agent", f"data={tmp_path / 'data.csv'}", "llm.provider=scripted", f"llm.extra={script}",
+    assert cli(["agent", f"data={tmp_path / 'data.csv'}", f"llm.provider={SCRIPTED}", f"llm.extra={script}",
                 "agent.tools=[evaluate_expression]", "agent.L=2", f"out={agent_dir}"]) == 0
     page = render(agent_dir)
     assert "agent run" in page and "tool <b>evaluate_expression</b>" in page and "c0*x0" in page
@@ -82,7 +83,9 @@ def _chromium() -> str:
 
 def test_the_page_in_headless_chromium(solve_run: Path, tmp_path: Path) -> None:
     """Loads with no console errors; the equation and the tree are visible; expand all opens every node."""
-    from playwright import sync_api  # the test extra: a missing one is a broken install, not a skip
+    from playwright import (
+        sync_api,  # the test extra: a missing one is a broken install, not a skip
+    )
 
     page_file = write_view(solve_run, tmp_path / "view.html")
     shot = tmp_path / "view.png"

@@ -17,9 +17,9 @@ import pytest
 pytest.importorskip("vllm", reason="vllm is an optional extra; scripts/check_vllm.py makes an environment with it")
 
 from harness.llm import vllm_support as vs  # noqa: E402
-from harness.llm.config import make_llm  # noqa: E402
+from harness.llm.factory import make_llm  # noqa: E402
+from harness.llm.json_output import parse_json_output  # noqa: E402
 from harness.llm.models import cache_dir  # noqa: E402
-from harness.parsing import parse_json_output  # noqa: E402
 from harness.sr.tools import EvaluateExpressionTool  # noqa: E402
 
 pytestmark = pytest.mark.slow

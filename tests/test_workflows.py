@@ -11,8 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 import benchmarks
-from harness.candidates import Candidate, select_best
-from harness.llm import LLMError, ScriptedLLM
+from harness.engine.candidates import Candidate, select_best
+from harness.llm import LLMError
+from tests.doubles import ScriptedLLM, detect_role, scripted_role_output
 from workflows.params import (
     LOCAL_WORKFLOWS,
     SRSettings,
@@ -26,11 +27,9 @@ from workflows.roles import (
     DiagnosisOutput,
     PlanOutput,
     default_prompts,
-    detect_role,
     output_model,
     response_format,
     salvage_truncated,
-    scripted_role_output,
 )
 from workflows.runner import STATUS_BUDGET, STATUS_COMPLETED, run_workflow
 
@@ -327,7 +326,7 @@ def test_hypotheses_are_screened_before_the_engine(task) -> None:
 
 
 def test_parsimony_selection_prefers_the_simpler_near_best(task) -> None:
-    from harness.candidates import select
+    from harness.engine.candidates import select
 
     def cand(eq: str, nmse: float, complexity: int) -> Candidate:
         return Candidate(eq, [], eq, complexity, {"valid": {"nmse": nmse}})

@@ -9,14 +9,13 @@ models decode under a grammar built from the schema and loop forever on unbounde
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 ROLE_NAMES: tuple[str, ...] = ("analyst", "planner", "diagnoser", "repairer", "synthesizer")
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 DEFAULT_HARNESS_FILE = Path(__file__).resolve().parent.parent / "harness" / "data" / "default_harness.json"
 
 Op = Annotated[str, StringConstraints(max_length=12)]
@@ -225,51 +224,3 @@ def default_prompts() -> dict[str, str]:
         prompts = json.loads(DEFAULT_HARNESS_FILE.read_text(encoding="utf-8"))["prompts"]
         return {r: prompts[r] for r in ROLE_NAMES}
     raise FileNotFoundError(f"no role prompts found in {PROMPTS_DIR} or {DEFAULT_HARNESS_FILE}")
-
-
-# -- test double ------------------------------------------------------------------------------------------------
-_ROLE_IN_SCHEMA = re.compile(r"^(" + "|".join(ROLE_NAMES) + r")_output$")
-_ROLE_IN_TEXT = re.compile(r"^# Role: (" + "|".join(ROLE_NAMES) + r")\b", re.MULTILINE | re.IGNORECASE)
-
-
-def detect_role(messages: list[dict[str, Any]], response_format: dict[str, Any] | None = None) -> str | None:
-    """Which role a request is for: from the schema name, else from the ``# Role:`` header of the prompt."""
-    name = ((response_format or {}).get("json_schema") or {}).get("name", "")
-    m = _ROLE_IN_SCHEMA.match(str(name))
-    if m:
-        return m.group(1)
-    for msg in messages:
-        m = _ROLE_IN_TEXT.search(str(msg.get("content") or ""))
-        if m:
-            return m.group(1).lower()
-    return None
-
-
-_VARIABLES_LINE = re.compile(r"^Input names: (.+)$", re.MULTILINE)
-
-
-def scripted_role_output(messages: list[dict[str, Any]], **request: Any) -> str:
-    """Deterministic, valid role JSON for any role prompt: the scripted provider's default behaviour.
-
-    Plans use the inputs named in the prompt (a linear-plus-products hypothesis), so the whole workflow (plans,
-    seeds, SR runs) is exercised without a model.
-    """
-    role = detect_role(messages, request.get("response_format"))
-    text = "\n".join(str(m.get("content") or "") for m in messages)
-    m = _VARIABLES_LINE.search(text)
-    names = [n.strip() for n in m.group(1).split(",")] if m else []
-    linear = " + ".join(f"c{i} * {n}" for i, n in enumerate(names[:4])) or "c0"
-    ops = ["add", "sub", "mul", "div", "square"]
-    if role == "analyst":
-        out: BaseModel = AnalystOutput(findings=["The target varies smoothly with the inputs."], operators=ops,
-                                       hypotheses=[linear])
-    elif role == "diagnoser":
-        out = DiagnosisOutput(issues=["Residuals may still depend on the inputs."],
-                              evidence=["See the residual diagnostics."],
-                              missing_terms=[f"c9 * {names[0]}**2"] if names else [])
-    elif role in ("planner", "repairer", "synthesizer"):
-        cls = output_model(role)
-        out = cls(rationale=f"scripted {role} plan", operators=ops, hypotheses=[linear])
-    else:
-        return "I do not know which role this is."
-    return out.model_dump_json()

@@ -20,11 +20,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from harness.candidates import Candidate, select_best
-from harness.context import AgentContext, Budget, BudgetExhausted, BudgetTracker, FitSettings, evaluate_candidate
+from harness.engine.candidates import Candidate, select_best
+from harness.engine.context import (
+    AgentContext,
+    Budget,
+    BudgetExhausted,
+    BudgetTracker,
+    FitSettings,
+    evaluate_candidate,
+)
 from harness.llm.base import LLMError
-from harness.state import SearchRunState
-from workflows.params import SRSettings, WorkflowParams, expected_llm_calls, expected_solver_runs
+from harness.runtime.state import SearchRunState
+from workflows.params import (
+    SRSettings,
+    WorkflowParams,
+    expected_llm_calls,
+    expected_solver_runs,
+)
 from workflows.prompting import build_messages
 from workflows.roles import (
     ROLE_NAMES,
@@ -126,7 +138,7 @@ def with_term(base: str, term: str, variables: list[str]) -> str | None:
     """
     import sympy
 
-    from harness.expression import Expression, ExpressionError, parse_expression
+    from harness.engine.expression import Expression, ExpressionError, parse_expression
 
     try:
         b = parse_expression(base, variables)
@@ -260,7 +272,7 @@ class _WorkflowRun:
         """One LLM call for ``role``; ``None`` when the budget stopped the run. Parse failures use a fallback."""
         if not self._reserve_llm_call():
             return None
-        from harness.parsing import parse_json_output
+        from harness.llm.json_output import parse_json_output
 
         messages = build_messages(role, self.prompts[role], self.task, mode=mode, **parts)
         call_seed = self.seed * 1000 + (branch.index + 1 if branch else 0) * 100 + (branch.steps if branch else 0)
@@ -305,7 +317,7 @@ class _WorkflowRun:
     def screen_hypotheses(self, texts: list[str], source: str = "hypothesis") -> tuple[list[Candidate], list[str]]:
         """Fit the plan's hypotheses now (the evaluator is fast): good ones seed the engine and join the pool,
         bad ones are dropped with a note the next role reads."""
-        from harness.expression import ExpressionError
+        from harness.engine.expression import ExpressionError
 
         kept: list[Candidate] = []
         notes: list[str] = []
@@ -384,7 +396,7 @@ class _WorkflowRun:
     # -- evidence -------------------------------------------------------------------------------------------
     def analysis_evidence(self) -> str:
         """Deterministic data analyses of the training data, one short summary each."""
-        from harness import analysis
+        from harness.engine import analysis
 
         X, y, names = self.ctx.train.X, self.ctx.train.y, self.ctx.variables
         checks = {
@@ -407,7 +419,7 @@ class _WorkflowRun:
         best = branch.best()
         if best is None:
             return "The branch has no usable equation yet (the SR runs failed or found nothing finite)."
-        from harness.analysis import residual_report
+        from harness.engine.analysis import residual_report
 
         lines = [f"Best equation: {_describe(best)}"]
         try:

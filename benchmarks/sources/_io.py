@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.task import TaskError
+from harness.engine.task import TaskError
 
 ENV_DATA_ROOT = "HARNESS_SR_DATA"
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from benchmarks.sources._io import check_target, data_root, numeric_columns, read_table
-from harness.task import Split, Task, TaskError, safe_identifier
+from harness.engine.task import Split, Task, TaskError, safe_identifier
 
 PROBLEMS: dict[str, dict[str, Any]] = {
     "oscillator1": {

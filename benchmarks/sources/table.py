@@ -13,8 +13,13 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from benchmarks.sources._io import check_target, numeric_columns, random_partition, read_table
-from harness.task import Split, Task, TaskError, safe_identifier
+from benchmarks.sources._io import (
+    check_target,
+    numeric_columns,
+    random_partition,
+    read_table,
+)
+from harness.engine.task import Split, Task, TaskError, safe_identifier
 
 
 def load_table(

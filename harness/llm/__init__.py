@@ -1,7 +1,7 @@
 """LLM clients behind one interface: ``make_llm(config).complete(messages, ...) -> list[LLMResponse]``.
 
 Providers: ``local`` (embedded llama.cpp running Qwen2.5-Coder-1.5B, the default; SmolLM2-135M as ``llm=tiny``), ``openai`` (any OpenAI-compatible
-server), ``vllm`` (in-process engine, optional extra) and ``scripted`` (test double). Provider modules load on
+server), ``vllm`` (in-process engine, optional extra), or any client class by import path (the tests' scripted double). Provider modules load on
 demand, so importing this package never pulls in llama.cpp, the openai SDK or vLLM.
 """
 
@@ -17,8 +17,8 @@ from harness.llm.base import (
     json_schema_format,
     schema_from_response_format,
 )
-from harness.llm.config import LLMConfig, make_llm
-from harness.llm.scripted import ScriptedLLM
+from harness.llm.config import LLMConfig
+from harness.llm.factory import make_llm
 
 __all__ = [
     "LLMClient",
@@ -26,7 +26,6 @@ __all__ = [
     "LLMError",
     "LLMResponse",
     "RetryPolicy",
-    "ScriptedLLM",
     "ToolCall",
     "UsageCounter",
     "bound_schema",

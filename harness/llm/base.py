@@ -12,8 +12,8 @@ way: transient problems are retried with exponential backoff and jitter, everyth
 
 from __future__ import annotations
 
-import json
 import contextvars
+import json
 import random
 import threading
 import time

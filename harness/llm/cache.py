@@ -17,8 +17,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from harness.engine.sqlitedb import connect
 from harness.llm.base import LLMClient, LLMResponse, Message, ToolCall
-from harness.sqlitedb import connect
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (

@@ -1,18 +1,22 @@
-"""LLM configuration and the provider factory.
+"""LLM configuration: one pydantic model covers every provider so Hydra/YAML configs stay flat.
 
-One pydantic model covers every provider so Hydra/YAML configs stay flat; fields a provider does not use are
-ignored by it. Provider-specific odds and ends go into ``extra`` (e.g. vLLM engine kwargs, scripted responses).
+Fields a provider does not use are ignored by it. Provider-specific odds and ends go into ``extra`` (e.g. vLLM
+engine kwargs, a plugged-in client's settings). The clients are built by ``harness.llm.factory.make_llm``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
 import re
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from harness.llm.base import LLMClient
+BUILTIN_PROVIDERS: dict[str, str] = {
+    "local": "harness.llm.local_client:LocalLlamaClient",
+    "openai": "harness.llm.openai_client:OpenAIClient",
+    "vllm": "harness.llm.vllm_client:VLLMClient",
+}
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*[.:][A-Za-z_][\w]*$")
 
 
 class LLMConfig(BaseModel):
@@ -21,13 +25,15 @@ class LLMConfig(BaseModel):
     ``provider``: ``local`` (embedded llama.cpp; ``model`` names an embedded model, default Qwen2.5-Coder-1.5B-Instruct,
     ``smollm2-135m-instruct`` for quick tests; ``model_path`` any GGUF file; needs nothing else), ``openai`` (any
     OpenAI-compatible endpoint: hosted APIs, ``vllm serve``, llama.cpp's server), ``vllm`` (in-process engine,
-    GPU, optional extra) or ``scripted`` (test double). ``api_key_env`` names the environment variable holding the
+    GPU, optional extra), or the import path of any :class:`LLMClient` subclass (``package.module.Class`` or
+``package.module:Class``; built with ``Class.from_config(config)`` when it has one, else ``Class(config)``; the
+tests plug their scripted double in this way). ``api_key_env`` names the environment variable holding the
     key, so keys never land in configs or traces.
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    provider: Literal["local", "openai", "vllm", "scripted"] = "local"
+    provider: str = "local"
     model: str | None = None
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
@@ -48,6 +54,14 @@ class LLMConfig(BaseModel):
         """``extra: null`` in a config file (so a whole dict can be given on the command line) means none."""
         return {} if value is None else value
 
+    @field_validator("provider")
+    @classmethod
+    def _known_or_an_import_path(cls, value: str) -> str:
+        if value in BUILTIN_PROVIDERS or _IMPORT_PATH.match(value):
+            return value
+        raise ValueError(f"unknown LLM provider {value!r}: use one of {', '.join(BUILTIN_PROVIDERS)} or the import "
+                         "path of an LLMClient class (package.module.Class)")
+
     @field_validator("api_key_env")
     @classmethod
     def _a_variable_name_not_a_key(cls, value: str) -> str:
@@ -64,32 +78,3 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 def looks_like_key(value: Any) -> bool:
     """True for text that is not an environment variable name (a key, a token, a URL ...)."""
     return isinstance(value, str) and bool(value) and not _ENV_NAME.match(value)
-
-
-def make_llm(config: LLMConfig | dict[str, Any] | None = None) -> LLMClient:
-    """Build the client for ``config`` (a dict is validated into :class:`LLMConfig` first).
-
-    Provider modules are imported here, on demand, so the optional heavy dependencies (vllm) are only touched
-    when chosen.
-    """
-    if config is None:
-        config = LLMConfig()
-    elif not isinstance(config, LLMConfig):
-        config = LLMConfig.model_validate(dict(config))
-    if config.provider == "local":
-        from harness.llm.local_client import LocalLlamaClient
-
-        return LocalLlamaClient(config)
-    if config.provider == "openai":
-        from harness.llm.openai_client import OpenAIClient
-
-        return OpenAIClient(config)
-    if config.provider == "vllm":
-        from harness.llm.vllm_client import VLLMClient
-
-        return VLLMClient(config)
-    if config.provider == "scripted":
-        from harness.llm.scripted import ScriptedLLM
-
-        return ScriptedLLM.from_config(config)
-    raise ValueError(f"unknown LLM provider {config.provider!r}")  # pragma: no cover - Literal guards this

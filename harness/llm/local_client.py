@@ -10,7 +10,7 @@ need grammar-constrained decoding:
   strings/arrays, so :func:`bound_schema` adds ``maxLength``/``maxItems`` where missing. The grammar admits raw
   newlines inside strings, hence ``json.loads(strict=False)`` before validation.
 * tools: the output is constrained to ``{"tool": <name>, "arguments": {...}}`` (anyOf over the tools) and read
-  back as a native :class:`ToolCall`, so callers can use :class:`harness.parsing.NativeToolParser` with any
+  back as a native :class:`ToolCall`, so callers can use :class:`harness.llm.protocols.NativeToolParser` with any
   provider. ``tool_choice="none"`` turns this off.
 * ``n`` > 1: sequential generations with seeds ``seed, seed+1, ...``.
 
@@ -34,6 +34,7 @@ from typing import Any
 
 import jsonschema
 
+from harness.engine.resources import engine_runs_active
 from harness.llm.base import (
     LLMClient,
     LLMError,
@@ -45,7 +46,6 @@ from harness.llm.base import (
 )
 from harness.llm.config import LLMConfig
 from harness.llm.models import embedded_model_path, resolve_model_name
-from harness.resources import engine_runs_active
 
 DEFAULT_MAX_STRING = 300
 DEFAULT_MAX_ITEMS = 10
@@ -230,7 +230,12 @@ class LocalLlamaClient(LLMClient):
         stop: list[str] | str | None,
         tool_choice: str | dict[str, Any] | None,
     ) -> list[LLMResponse]:
-        from harness.parsing import JSONToolParser, add_system_text, messages_as_text, tool_call_schema
+        from harness.llm.protocols import (
+            JSONToolParser,
+            add_system_text,
+            messages_as_text,
+            tool_call_schema,
+        )
 
         msgs = _plain_messages(messages_as_text(messages, style="json"))
         schema: dict[str, Any] | None = None
@@ -383,7 +388,7 @@ def _check_json(response: LLMResponse, schema: dict[str, Any], tool_mode: bool) 
         response.meta["json_error"] = f"{type(exc).__name__}: {msg} (finish_reason={response.finish_reason})"
         return
     if tool_mode:
-        from harness.parsing import new_call_id
+        from harness.llm.protocols import new_call_id
 
         response.tool_calls = [ToolCall(id=new_call_id(), name=value["tool"], arguments=value["arguments"])]
         response.meta["raw_text"] = response.text

@@ -5,7 +5,7 @@ Servers differ in what they accept, so the client discovers it once and remember
 * structured output: ``json_schema`` (OpenAI, vLLM) -> ``{"type": "json_object", "schema": ...}`` (llama.cpp's
   server, which answers HTTP 500 to ``json_schema``) -> plain prompting with the schema in the system message.
   A mode also counts as failed when the server accepts it but the first answer does not validate (it was
-  silently ignored). Callers read the result with :func:`harness.parsing.parse_json_output` in every mode.
+  silently ignored). Callers read the result with :func:`harness.llm.json_output.parse_json_output` in every mode.
 * tools: native ``tools=``/``tool_choice``; if the server rejects them, the tools are described in the system
   prompt and ``<tool_call>`` blocks are parsed from the text. Tagged blocks in a native answer are parsed too.
 * ``n`` samples: the ``n`` parameter; if the server returns fewer choices (llama.cpp returns one), the rest are
@@ -248,14 +248,14 @@ class OpenAIClient(LLMClient):
             return {**kwargs, "response_format": rf}
         if mode == "json_object":
             return {**kwargs, "response_format": {"type": "json_object", "schema": schema}}
-        from harness.parsing import add_system_text, schema_prompt
+        from harness.llm.protocols import add_system_text, schema_prompt
 
         return {**kwargs, "messages": add_system_text(kwargs["messages"], schema_prompt(schema))}
 
     def _complete_structured(
         self, kwargs: dict[str, Any], response_format: dict[str, Any], schema: dict[str, Any], n: int, seed: int
     ) -> list[LLMResponse]:
-        from harness.parsing import parse_json_output
+        from harness.llm.json_output import parse_json_output
 
         if self.structured_mode is not None:
             responses = self._sample(self._structured_kwargs(kwargs, self.structured_mode, response_format, schema),
@@ -290,7 +290,11 @@ class OpenAIClient(LLMClient):
         n: int,
         seed: int,
     ) -> list[LLMResponse]:
-        from harness.parsing import TaggedTextParser, add_system_text, messages_as_text
+        from harness.llm.protocols import (
+            TaggedTextParser,
+            add_system_text,
+            messages_as_text,
+        )
 
         if self.tool_mode != "text":
             native = {**kwargs, "tools": tools}
@@ -337,7 +341,7 @@ def _tool_call(tc: Any) -> ToolCall:
         args = json.loads(raw, strict=False) if isinstance(raw, str) else dict(raw)
         error = None if isinstance(args, dict) else f"arguments must be a JSON object, got {type(args).__name__}"
     except json.JSONDecodeError as exc:
-        from harness.parsing import extract_json
+        from harness.llm.json_output import extract_json
 
         args, error = extract_json(raw)
         if error is None and not isinstance(args, dict):

@@ -176,7 +176,13 @@ class VLLMClient(LLMClient):
         tool_choice: str | dict[str, Any] | None = None,
     ) -> _Prepared:
         """Translate one ``complete`` request (public so the translation can be tested without an engine)."""
-        from harness.parsing import JSONToolParser, add_system_text, messages_as_text, schema_prompt, tool_call_schema
+        from harness.llm.protocols import (
+            JSONToolParser,
+            add_system_text,
+            messages_as_text,
+            schema_prompt,
+            tool_call_schema,
+        )
 
         common = dict(n=n, temperature=temperature, max_tokens=max_tokens, seed=self._seed(seed), stop=stop)
         if tools and tool_choice != "none":
@@ -252,7 +258,7 @@ class VLLMClient(LLMClient):
 
 
 def _convert(output: Any, read_tools: str | None, latency: float) -> list[LLMResponse]:
-    from harness.parsing import JSONToolParser, TaggedTextParser
+    from harness.llm.protocols import JSONToolParser, TaggedTextParser
 
     prompt_tokens = len(getattr(output, "prompt_token_ids", None) or [])
     responses = []

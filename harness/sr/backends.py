@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from harness.candidates import Candidate, dedupe, pareto_front, select_best
-from harness.context import AgentContext, BudgetExhausted
-from harness.resources import engine_run
+from harness.engine.candidates import Candidate, dedupe, pareto_front, select_best
+from harness.engine.context import AgentContext, BudgetExhausted
+from harness.engine.resources import engine_run
 from harness.sr.plan import PlanLimits, SearchPlan, validate_plan
 
 __all__ = [

@@ -14,11 +14,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from harness.candidates import Candidate
-from harness.context import AgentContext, BudgetExhausted, evaluate_candidate
-from harness.expression import ALLOWED_FUNCTIONS, ExpressionError, parse_expression
+from harness.engine.candidates import Candidate
+from harness.engine.context import AgentContext, BudgetExhausted, evaluate_candidate
+from harness.engine.expression import (
+    ALLOWED_FUNCTIONS,
+    ExpressionError,
+    parse_expression,
+)
 from harness.llm.base import LLMError
-from harness.parsing import parse_json_output
+from harness.llm.json_output import parse_json_output
 from harness.tools.base import TOOLS, BaseTool, bound_text
 
 __all__ = [

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import sympy
 
-from harness.candidates import Candidate
-from harness.context import AgentContext, evaluate_candidate
-from harness.expression import Expression, ExpressionError, parse_expression
+from harness.engine.candidates import Candidate
+from harness.engine.context import AgentContext, evaluate_candidate
+from harness.engine.expression import Expression, ExpressionError, parse_expression
 from harness.sr.backends import BackendUnavailable, EngineRun
 from harness.sr.plan import SearchPlan, operators_in
 

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.expression import ExpressionError, parse_expression
-from harness.task import RESERVED_NAMES
+from harness.engine.expression import ExpressionError, parse_expression
+from harness.engine.task import RESERVED_NAMES
 
 __all__ = [
     "OPERATORS",

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.context import AgentContext
-from harness.expression import parse_expression
+from harness.engine.context import AgentContext
+from harness.engine.expression import parse_expression
 from harness.sr.backends import BackendUnavailable, EngineRun
 from harness.sr.operon_backend import (
     compute_features,

@@ -11,8 +11,8 @@ import math
 import re
 from typing import Any
 
-from harness.candidates import Candidate
-from harness.context import evaluate_candidate
+from harness.engine.candidates import Candidate
+from harness.engine.context import evaluate_candidate
 from harness.sr.backends import run_search
 from harness.tools.base import TOOLS, BaseTool, bound_text
 

@@ -1,7 +1,7 @@
 """Data-analysis tools: the model asks a question about the data and gets compact numbers back, never arrays.
 
 Each tool reads the run's data from the context (``context.train`` / ``context.valid`` / ``context.task``), calls
-the matching pure function in :mod:`harness.analysis` and renders a short text (4 significant digits, under
+the matching pure function in :mod:`harness.engine.analysis` and renders a short text (4 significant digits, under
 ~1500 characters) for the model; the full dict stays in ``ToolCallResult.result`` for traces.
 """
 
@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from harness import analysis
-from harness.analysis import fmt, residual_report
+from harness.engine import analysis
+from harness.engine.analysis import fmt, residual_report
 from harness.tools.base import TOOLS, BaseTool, bound_text
 
 __all__ = [

@@ -570,7 +570,7 @@ def _drop_term_texts(expr: Any, params: list[float], max_terms: int) -> list[tup
     """
     import sympy
 
-    from harness.expression import Expression
+    from harness.engine.expression import Expression
 
     terms = list(sympy.Add.make_args(expr.sympy))
     if len(terms) < 2:
@@ -589,7 +589,7 @@ def residual_report(
 ) -> dict[str, Any]:
     """Residual diagnostics of a candidate on the train+valid data, its ID/OOD error ratio, and drop-one refits.
 
-    ``candidate_or_text`` is a :class:`~harness.candidates.Candidate` or an expression text in engine grammar
+    ``candidate_or_text`` is a :class:`~harness.engine.candidates.Candidate` or an expression text in engine grammar
     (then fitted with ``evaluate_candidate``). Drop-one: the skeleton's top-level sum is split into terms, each
     is removed in turn and the rest refitted; a term whose removal raises valid NMSE by less than
     ``removable_tol`` (relative) is reported as removable; for an equation without free parameters its numeric
@@ -597,9 +597,9 @@ def residual_report(
     """
     import sympy
 
-    from harness.candidates import Candidate
-    from harness.context import evaluate_candidate
-    from harness.expression import ExpressionError, parse_expression
+    from harness.engine.candidates import Candidate
+    from harness.engine.context import evaluate_candidate
+    from harness.engine.expression import ExpressionError, parse_expression
 
     cand = candidate_or_text
     if not isinstance(cand, Candidate):

@@ -32,9 +32,9 @@ from __future__ import annotations
 import ast
 import math
 import re
-import unicodedata
 import signal
 import threading
+import unicodedata
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -553,7 +553,7 @@ class _Codegen:
         source = "\n".join([f"def _f({params}):", *gen.lines, f"    return {ret}"])
         namespace: dict[str, Any] = {"_np": np, **gen.constants}
         # The source is generated above from whitelisted sympy nodes only, never from user text.
-        exec(compile(source, "<harness.expression>", "exec"), namespace)  # noqa: S102
+        exec(compile(source, "<harness.engine.expression>", "exec"), namespace)  # noqa: S102
         return namespace["_f"]
 
 

@@ -1,219 +1,42 @@
-"""Tool-call protocols and tolerant JSON parsing of model output.
+"""Tool-call protocols: how tools are shown to a model and how its calls are read back.
 
-A *protocol* is how tools are shown to the model and how its calls are read back. Three are provided because
-models differ: :class:`NativeToolParser` uses the API's own function calling (OpenAI ``tool_calls`` and
-``role: tool`` messages), :class:`JSONToolParser` asks for one JSON object ``{"tool": name, "arguments": {...}}``
-(works with any model, and with grammar-constrained decoding), :class:`TaggedTextParser` uses Hermes/Qwen-style
-``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` tags (what many open models are trained on).
+Three are provided because models differ: :class:`NativeToolParser` uses the API's own function calling (OpenAI
+``tool_calls`` and ``role: tool`` messages), :class:`JSONToolParser` asks for one JSON object
+``{"tool": name, "arguments": {...}}`` (works with any model, and with grammar-constrained decoding),
+:class:`TaggedTextParser` uses Hermes/Qwen-style ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` tags
+(what many open models are trained on).
+
+They live with the clients (not the runtime) because clients use them too: a client without native function
+calling reads calls from text with them and returns native :class:`ToolCall`s. Tool results are reported back
+from anything shaped like ``harness.tools.base.ToolCallResult`` (:class:`ToolResultLike`), so this module needs
+no tool code.
 
 Parsers never invent a call: no call in the text gives an empty list, and a malformed attempt gives an empty list
 plus an entry in :attr:`BaseParser.last_errors` (also returned by :meth:`BaseParser.parse`) that the agent can
 show the model so it corrects itself.
-
-:func:`parse_json_output` extracts JSON from chatty output (code fences, leading prose, trailing commas, raw
-newlines in strings) and validates it against a pydantic model or a JSON schema.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator
-
-import jsonschema
-from pydantic import BaseModel, ValidationError
+from typing import Any, ClassVar, Protocol
 
 from harness.llm.base import LLMResponse, Message, ToolCall
-from harness.tools.base import ToolCallResult
-
-# -- tolerant JSON ----------------------------------------------------------------------------------------------
-
-_FENCE = re.compile(r"```[a-zA-Z0-9_+-]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
+from harness.llm.json_output import _decoded_values, cut_off, extract_json
 
 
-def _balanced_spans(text: str, opener: str = "{") -> Iterator[str]:
-    """Outermost balanced ``{...}`` (or ``[...]``) spans, string- and escape-aware, in order of appearance."""
-    closer = "}" if opener == "{" else "]"
-    i = text.find(opener)
-    while i != -1:
-        depth = 0
-        in_str = False
-        esc = False
-        end = -1
-        for j in range(i, len(text)):
-            ch = text[j]
-            if in_str:
-                if esc:
-                    esc = False
-                elif ch == "\\":
-                    esc = True
-                elif ch == '"':
-                    in_str = False
-            elif ch == '"':
-                in_str = True
-            elif ch == opener:
-                depth += 1
-            elif ch == closer:
-                depth -= 1
-                if depth == 0:
-                    end = j
-                    break
-        if end == -1:  # unbalanced from here: try the next opener
-            i = text.find(opener, i + 1)
-            continue
-        yield text[i : end + 1]
-        i = text.find(opener, end + 1)
+class ToolResultLike(Protocol):
+    """What a protocol reads from a tool result (``harness.tools.base.ToolCallResult`` has it)."""
 
-
-def _strip_trailing_commas(text: str) -> str:
-    """Drop commas directly before ``}`` or ``]`` (outside strings), a common small-model slip."""
-    out: list[str] = []
-    in_str = False
-    esc = False
-    n = len(text)
-    for idx, ch in enumerate(text):
-        if in_str:
-            out.append(ch)
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch == ",":
-            k = idx + 1
-            while k < n and text[k] in " \t\r\n":
-                k += 1
-            if k < n and text[k] in "}]":
-                continue
-        out.append(ch)
-    return "".join(out)
-
-
-def _decode(candidate: str) -> tuple[Any, str | None]:
-    """Decode one candidate: strict-ish JSON, then without trailing commas, then Python literals."""
-    try:
-        return json.loads(candidate, strict=False), None
-    except json.JSONDecodeError as exc:
-        first_error = f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-    fixed = _strip_trailing_commas(candidate)
-    if fixed != candidate:
-        try:
-            return json.loads(fixed, strict=False), None
-        except json.JSONDecodeError:
-            pass
-    if len(candidate) < 20000 and candidate.lstrip()[:1] in "{[":
-        try:  # single quotes / True / None: literal_eval never executes code
-            value = ast.literal_eval(candidate)
-            if isinstance(value, (dict, list)):
-                return json.loads(json.dumps(value)), None
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            pass
-    return None, first_error
-
-
-def _candidates(text: str, opener: str = "{") -> Iterator[str]:
-    """Places JSON may hide in model output, most specific first; duplicates removed."""
-    seen: set[str] = set()
-    stripped = text.strip()
-    pool = [stripped]
-    pool += [m.group(1).strip() for m in _FENCE.finditer(text)]
-    for chunk in list(pool):
-        pool += list(_balanced_spans(chunk, opener))
-        if opener == "{":
-            pool += list(_balanced_spans(chunk, "["))
-    for cand in pool:
-        if cand and cand not in seen:
-            seen.add(cand)
-            yield cand
-
-
-def extract_json(text: str, *, prefer_array: bool = False) -> tuple[Any, str | None]:
-    """The first JSON value that decodes in ``text`` (see :func:`parse_json_output`), or ``(None, error)``."""
-    values, error = _decoded_values(text, prefer_array=prefer_array)
-    return (values[0], None) if values else (None, error)
-
-
-def _decoded_values(text: str, *, prefer_array: bool = False) -> tuple[list[Any], str | None]:
-    if not text or not text.strip():
-        return [], "empty output: expected a JSON object"
-    values: list[Any] = []
-    first_error: str | None = None
-    for cand in _candidates(text, "[" if prefer_array else "{"):
-        if cand[0] not in "{[":
-            continue
-        value, error = _decode(cand)
-        if error is None:
-            values.append(value)
-        elif first_error is None:
-            first_error = error
-    if values:
-        return values, None
-    if first_error is None:
-        snippet = text.strip()[:80].replace("\n", " ")
-        first_error = f"no JSON object found in output (starts: {snippet!r})"
-    return [], first_error
-
-
-def _pydantic_error(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "root"
-        parts.append(f"{loc}: {err.get('msg')}")
-    more = f" (+{len(exc.errors()) - 5} more)" if len(exc.errors()) > 5 else ""
-    return "; ".join(parts) + more
-
-
-def _validate(value: Any, target: type[BaseModel] | dict[str, Any] | None) -> tuple[Any, str | None]:
-    if target is None:
-        return value, None
-    if isinstance(target, type) and issubclass(target, BaseModel):
-        try:
-            return target.model_validate(value), None
-        except ValidationError as exc:
-            return None, f"JSON does not match {target.__name__}: {_pydantic_error(exc)}"
-    try:
-        jsonschema.validate(value, target)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "root"
-        return None, f"JSON does not match the schema at {where}: {exc.message}"
-    return value, None
-
-
-def parse_json_output(
-    text: str, model_cls: type[BaseModel] | dict[str, Any] | None = None
-) -> tuple[Any | None, str | None]:
-    """Extract and validate JSON from model output; returns ``(obj, None)`` or ``(None, error message)``.
-
-    Tolerates code fences, prose around the JSON, trailing commas, raw newlines inside strings, single-quoted
-    Python-style dicts. ``model_cls`` is a pydantic model (an instance is returned), a JSON schema dict (the
-    validated dict is returned) or None (any JSON value). The first candidate that validates wins; otherwise the
-    error of the first candidate that decoded (a validation error beats a syntax error).
-    """
-    prefer_array = isinstance(model_cls, dict) and model_cls.get("type") == "array"
-    values, error = _decoded_values(text, prefer_array=prefer_array)
-    first_error: str | None = None if values else error
-    for value in values:
-        obj, err = _validate(value, model_cls)
-        if err is None:
-            return obj, None
-        first_error = first_error or err
-    if _cut_off(text):  # say so: the error of a nested value ("[] is not an object") would mislead
-        first_error = f"the JSON object never closes (cut off, e.g. at max_tokens); {first_error}"
-    return None, first_error
-
-
-def _cut_off(text: str) -> bool:
-    """True when the text opens a JSON object that never closes (a truncated answer)."""
-    body = (text or "").strip()
-    return body.startswith("{") and not body.startswith(next(_balanced_spans(body), "\0"))
+    tool_name: str
+    ok: bool
+    result_str: str
+    error: str | None
+    call_id: str
 
 
 # -- tools ------------------------------------------------------------------------------------------------------
@@ -325,7 +148,7 @@ class BaseParser(ABC):
         """Calls and errors found in ``response``."""
 
     @abstractmethod
-    def format_tool_result_messages(self, results: list[ToolCallResult]) -> list[Message]:
+    def format_tool_result_messages(self, results: list[ToolResultLike]) -> list[Message]:
         """Messages that report ``results`` back to the model."""
 
     def parse_response(self, response: LLMResponse | str) -> list[ToolCall]:
@@ -356,7 +179,7 @@ def add_system_text(messages: list[Message], text: str) -> list[Message]:
     return [{"role": "system", "content": text}, *out]
 
 
-def _text_result_payload(result: ToolCallResult) -> dict[str, Any]:
+def _text_result_payload(result: ToolResultLike) -> dict[str, Any]:
     payload: dict[str, Any] = {"tool": result.tool_name, "ok": result.ok, "result": result.result_str}
     if not result.ok and result.error and not result.result_str:
         payload["result"] = f"Error: {result.error}"
@@ -389,7 +212,7 @@ class NativeToolParser(BaseParser):
     def format_assistant_message(self, response: LLMResponse) -> Message:
         return response.to_message()
 
-    def format_tool_result_messages(self, results: list[ToolCallResult]) -> list[Message]:
+    def format_tool_result_messages(self, results: list[ToolResultLike]) -> list[Message]:
         return [
             {
                 "role": "tool",
@@ -454,7 +277,7 @@ class JSONToolParser(BaseParser):
             outcome.errors.append(f"could not read the tool call: {error}")
         return outcome
 
-    def format_tool_result_messages(self, results: list[ToolCallResult]) -> list[Message]:
+    def format_tool_result_messages(self, results: list[ToolResultLike]) -> list[Message]:
         if not results:
             return []
         body = "\n".join(json.dumps(_text_result_payload(r)) for r in results)
@@ -510,7 +333,7 @@ class TaggedTextParser(BaseParser):
             if not body:
                 outcome.errors.append("empty <tool_call> block")
                 continue
-            if _cut_off(body):
+            if cut_off(body):
                 # The object never closes (the answer hit max_tokens): an object nested in it is not the call.
                 outcome.errors.append("could not read <tool_call> block: its JSON object never closes (cut off at max_tokens?)")
                 continue
@@ -525,7 +348,7 @@ class TaggedTextParser(BaseParser):
                 outcome.errors.append(err or "<tool_call> block has no tool name")
         return outcome
 
-    def format_tool_result_messages(self, results: list[ToolCallResult]) -> list[Message]:
+    def format_tool_result_messages(self, results: list[ToolResultLike]) -> list[Message]:
         if not results:
             return []
         blocks = "\n".join(f"<tool_response>\n{json.dumps(_text_result_payload(r))}\n</tool_response>" for r in results)

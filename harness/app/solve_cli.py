@@ -1,6 +1,6 @@
 """``python -m harness solve``: solve one task with a frozen harness, show progress, write the run folder.
 
-The command body lives here (harness/cli.py registers it), next to the plots it writes: predicted vs true on
+The command body lives here (harness/app/cli.py registers it), next to the plots it writes: predicted vs true on
 the in-distribution and out-of-distribution test data, and the Pareto front.
 """
 
@@ -42,7 +42,7 @@ def _checked(section: str, build: Any) -> Any:
     """Run ``build``; a pydantic error becomes one ValueError line naming the key (``sr.time_budget: ...``)."""
     from pydantic import ValidationError
 
-    from harness.cli import config_error
+    from harness.app.cli import config_error
 
     try:
         return build()
@@ -57,10 +57,10 @@ def solve_command(cfg: DictConfig) -> int:
     """Load the harness and the data, solve, print the equation and metrics, write result.json and plots."""
     from rich.console import Console
 
-    from harness.artifact import ArtifactError, FrozenHarness
-    from harness.cli import load_task, plain, run_dir_of
-    from harness.context import Budget
-    from harness.task import TaskError
+    from harness.app.artifact import ArtifactError, FrozenHarness
+    from harness.app.cli import load_task, plain, run_dir_of
+    from harness.engine.context import Budget
+    from harness.engine.task import TaskError
     from workflows.params import SRSettings, expected_llm_calls, expected_solver_runs
 
     console = Console()

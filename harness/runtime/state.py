@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.jsonio import json_restore, json_safe, write_json_atomic
-from harness.candidates import Candidate, pareto_front, select
+from harness.engine.candidates import Candidate, pareto_front, select
+from harness.engine.jsonio import json_restore, json_safe, write_json_atomic
 
 RESPONSE_LIMIT = 4000
 NODES_FILE = "nodes.jsonl"
@@ -113,7 +113,7 @@ class SearchRunState:
     ):
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.selection, self.selection_tolerance = selection, float(selection_tolerance)
-        self.budget = budget  # a harness.context.BudgetTracker (duck-typed: snapshot(), budget, exhausted())
+        self.budget = budget  # a harness.engine.context.BudgetTracker (duck-typed: snapshot(), budget, exhausted())
         self.task = task_summary(task)
         self.config = dict(config or {})
         self.split = split
@@ -241,7 +241,7 @@ class SearchRunState:
         return self._origin.get(equation)
 
     def best(self) -> Candidate | None:
-        """The selected equation under the run's selection rule (see ``harness.candidates.select``)."""
+        """The selected equation under the run's selection rule (see ``harness.engine.candidates.select``)."""
         return select(self.candidates, self.selection, self.selection_tolerance, self.split)
 
     def front(self) -> list[Candidate]:

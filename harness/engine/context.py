@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.candidates import Candidate
-from harness.task import Split, Task
+from harness.engine.candidates import Candidate
+from harness.engine.task import Split, Task
 
 
 class BudgetExhausted(Exception):
@@ -107,7 +107,7 @@ class BudgetTracker:
 
 @dataclass
 class FitSettings:
-    """How candidate constants are fitted (see harness.evaluator.fit)."""
+    """How candidate constants are fitted (see harness.engine.evaluator.fit)."""
 
     n_starts: int = 4
     max_seconds: float = 2.0
@@ -177,8 +177,8 @@ def evaluate_candidate(
     ``constants_as_params`` turns numeric literals into free parameters first (used for engine output written
     in single precision, so its constants are refitted in float64 starting from the engine's values).
     """
-    from harness.evaluator import fit, score
-    from harness.expression import ExpressionError, parse_expression
+    from harness.engine.evaluator import fit, score
+    from harness.engine.expression import ExpressionError, parse_expression
 
     expr = parse_expression(text, context.variables, constants_as_params=constants_as_params)
     if count_solver_run:

@@ -21,10 +21,10 @@ class HarnessRegressor:
     """Symbolic regression with a frozen harness.
 
     Args:
-        harness: ``"default"``, a path to a harness JSON file, or a :class:`~harness.artifact.FrozenHarness`.
+        harness: ``"default"``, a path to a harness JSON file, or a :class:`~harness.app.artifact.FrozenHarness`.
         llm: ``None`` (the harness's LLM settings), an ``LLMConfig``, a dict of LLMConfig fields, or a client.
         backend: SR engine override (``operon``, ``pysr``, ...); ``None`` keeps the harness's.
-        budget: a ``harness.context.Budget`` or dict (max_llm_calls, max_solver_runs, max_seconds, max_tokens).
+        budget: a ``harness.engine.context.Budget`` or dict (max_llm_calls, max_solver_runs, max_seconds, max_tokens).
         seed: run seed (validation split, engine seeds).
         sr_settings: overrides of the harness's SR settings (e.g. ``{"time_budget": 5}``).
         run_dir: where the run's nodes.jsonl / result.json go (``None``: nothing written).
@@ -80,8 +80,8 @@ class HarnessRegressor:
         target_description: str = "",
     ) -> "HarnessRegressor":
         """Search an equation for y from X (array or DataFrame; a DataFrame's columns name the inputs)."""
-        from harness.artifact import FrozenHarness
-        from harness.task import Task, safe_identifier
+        from harness.app.artifact import FrozenHarness
+        from harness.engine.task import Task, safe_identifier
 
         X_arr, names = _as_matrix(X, variable_names)
         safe: list[str] = []
@@ -95,7 +95,7 @@ class HarnessRegressor:
             target_description=target_description,
         )
         if self.model_selection is not None:
-            from harness.export import MODEL_SELECTIONS
+            from harness.app.export import MODEL_SELECTIONS
 
             if self.model_selection not in MODEL_SELECTIONS:
                 raise ValueError(f"model_selection must be None or one of {MODEL_SELECTIONS}, "
@@ -123,7 +123,7 @@ class HarnessRegressor:
         old = list(getattr(self, "variable_names_", []))
         if len(old) != len(names):
             raise ValueError(f"warm_start: the previous fit had {len(old)} inputs, this one {len(names)}")
-        from harness.expression import parse_expression
+        from harness.engine.expression import parse_expression
 
         out = []
         for equation in self.equations_["equation"]:
@@ -140,7 +140,7 @@ class HarnessRegressor:
         self._check_fitted()
         front = self.equations_
         if index is None and self.model_selection is not None:
-            from harness.export import select_index
+            from harness.app.export import select_index
 
             index = select_index(front, self.model_selection)
         if index is None:
@@ -165,7 +165,7 @@ class HarnessRegressor:
             raise ValueError(f"X has {X_arr.shape[1]} columns, the model was fitted on {self.n_features_in_}")
         if index is None and self.model_selection is None:
             return self.solution_.predict(X_arr)
-        from harness.expression import parse_expression
+        from harness.engine.expression import parse_expression
 
         return parse_expression(self._equation(index), self.variable_names_)(X_arr)
 
@@ -179,7 +179,7 @@ class HarnessRegressor:
 
     def sympy(self, index: int | None = None) -> Any:
         """The chosen equation as a sympy expression over the (sanitised) input names."""
-        from harness.expression import parse_expression
+        from harness.engine.expression import parse_expression
 
         return parse_expression(self._equation(index), self.variable_names_).sympy
 
@@ -192,7 +192,7 @@ class HarnessRegressor:
     def latex_table(self, indices: Sequence[int] | None = None, precision: int = 3,
                     columns: Sequence[str] = ("equation", "complexity", "loss")) -> str:
         """The front (or rows ``indices``) as a LaTeX table, as PySR's ``latex_table`` (needs booktabs)."""
-        from harness.export import latex_table
+        from harness.app.export import latex_table
 
         self._check_fitted()
         return latex_table(self.equations_, self.variable_names_, indices=indices, precision=precision,
@@ -200,13 +200,13 @@ class HarnessRegressor:
 
     def jax(self, index: int | None = None) -> dict[str, Any]:
         """``{"callable": f(X, parameters), "parameters": ...}`` for the chosen equation (needs jax)."""
-        from harness.export import jax_function
+        from harness.app.export import jax_function
 
         return jax_function(self._equation(index), self.variable_names_)
 
     def pytorch(self, index: int | None = None) -> Any:
         """A ``torch.nn.Module`` computing the chosen equation, its constants trainable (needs torch)."""
-        from harness.export import torch_module
+        from harness.app.export import torch_module
 
         return torch_module(self._equation(index), self.variable_names_)
 
@@ -215,7 +215,7 @@ class HarnessRegressor:
         """A fitted regressor back from a solve's run folder (its ``result.json``), without solving again."""
         import json
 
-        from harness.artifact import Solution
+        from harness.app.artifact import Solution
 
         folder = Path(run_directory)
         path = folder / "result.json" if folder.is_dir() else folder

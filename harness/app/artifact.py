@@ -18,13 +18,20 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from harness.jsonio import json_safe, write_text_atomic
+from harness.engine.jsonio import json_safe, write_text_atomic
 from workflows.params import SRSettings, WorkflowParams
 
 SCHEMA_VERSION = 1
-DEFAULT_HARNESS_FILE = Path(__file__).resolve().parent / "data" / "default_harness.json"
+DEFAULT_HARNESS_FILE = Path(__file__).resolve().parents[1] / "data" / "default_harness.json"
 DEFAULT_WORKFLOW = (0, 1, 1, 0, 0)
 # The shipped harness's engine settings, chosen for a 2-core CPU on the synthetic suite's training templates
 # (scripts/bench_harness.py --split train): they are the floor every guided SR run searches at least. An "edge"
@@ -80,7 +87,7 @@ def code_version() -> dict[str, str | None]:
         package = None
     git = None
     try:
-        root = Path(__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parents[2]
         out = subprocess.run(["git", "describe", "--always", "--dirty", "--tags"], cwd=root, capture_output=True,
                              text=True, timeout=5)
         git = out.stdout.strip() or None if out.returncode == 0 else None
@@ -91,11 +98,11 @@ def code_version() -> dict[str, str | None]:
 
 def llm_settings(config: Any) -> dict[str, Any]:
     """The LLM settings that change results (provider, model, temperature, max tokens) from a config or dict;
-    for the scripted test double also the name of its function (``extra.fn``)."""
+    for a plugged-in client also the name of the function it answers with (``extra.fn``, e.g. a test double)."""
     data = config.model_dump() if isinstance(config, BaseModel) else dict(config or {})
     out = {k: data[k] for k in LLM_SETTINGS if data.get(k) is not None}
     fn = (data.get("extra") or {}).get("fn")
-    if data.get("provider") == "scripted" and isinstance(fn, str):  # a named test double is part of the setup
+    if isinstance(fn, str):  # a named answering function (a test double) is part of the setup
         out["extra"] = {"fn": fn}
     return out
 
@@ -287,16 +294,6 @@ class FrozenHarness(BaseModel):
             data.update({k: v for k, v in dict(override).items() if v is not None})
         data = {k: v for k, v in data.items() if k in LLMConfig.model_fields and v is not None}
         config = LLMConfig.model_validate(data)
-        if config.provider == "scripted":  # the test double needs a function: ours by default, or "module:fn"
-            fn = config.extra.get("fn")
-            if fn is None and config.extra.get("responses") is None:
-                from workflows.roles import scripted_role_output
-
-                fn = scripted_role_output
-            elif isinstance(fn, str):
-                fn = _import_function(fn)
-            if fn is not None:
-                config = config.model_copy(update={"extra": {**config.extra, "fn": fn}})
         return config
 
     def solve(
@@ -321,7 +318,7 @@ class FrozenHarness(BaseModel):
         ``warm_start``: equations to refit and seed into the first SR runs (a previous front).
         """
         from harness.llm.base import LLMClient
-        from harness.llm.config import make_llm
+        from harness.llm.factory import make_llm
         from workflows.runner import run_workflow
 
         if llm is not None and not isinstance(llm, LLMClient) and hasattr(llm, "complete"):
@@ -344,22 +341,12 @@ class FrozenHarness(BaseModel):
         return solution
 
 
-def _import_function(spec: str) -> Any:
-    """``"package.module:function"`` -> the function (how configs name a scripted model)."""
-    import importlib
-
-    module, sep, name = spec.partition(":")
-    if not sep or not module or not name:
-        raise ValueError(f"llm.extra.fn must look like 'package.module:function', got {spec!r}")
-    return getattr(importlib.import_module(module), name)
-
-
 # -- solutions --------------------------------------------------------------------------------------------------
 def front_frame(candidates: list[Any], variables: list[str]) -> Any:
     """Pareto front as a PySR-style DataFrame: complexity, loss (valid NMSE), score, equation, sympy_format."""
     import pandas as pd
 
-    from harness.expression import parse_expression
+    from harness.engine.expression import parse_expression
 
     rows = []
     prev: tuple[float, int] | None = None
@@ -403,7 +390,7 @@ class Solution:
 
     @classmethod
     def from_result(cls, result: Any, task: Any, harness_digest: str | None = None) -> "Solution":
-        from harness.expression import parse_expression
+        from harness.engine.expression import parse_expression
 
         names = list(task.input_names)
         best = result.best
@@ -426,7 +413,7 @@ class Solution:
         """A solution back from its ``result.json`` record (what :meth:`to_record` wrote)."""
         import pandas as pd
 
-        from harness.expression import ExpressionError, parse_expression
+        from harness.engine.expression import ExpressionError, parse_expression
 
         names = list(record.get("input_names") or [])
         equation = record.get("expression")
@@ -452,7 +439,7 @@ class Solution:
         """Evaluate the selected equation on rows of X (columns in ``input_names`` order)."""
         if self.equation is None:
             raise RuntimeError("the solve found no usable equation")
-        from harness.expression import parse_expression
+        from harness.engine.expression import parse_expression
 
         return parse_expression(self.equation, self.input_names)(np.asarray(X, dtype=float))
 
@@ -479,7 +466,7 @@ class Solution:
 
     def write_result(self, path: Path, base: dict[str, Any] | None = None) -> None:
         """result.json: the run state's record plus the selected expression, metrics and Pareto front."""
-        from harness.jsonio import write_json_atomic
+        from harness.engine.jsonio import write_json_atomic
 
         write_json_atomic(Path(path), {**(base or {}), **self.to_record()})
 

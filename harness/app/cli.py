@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 CommandFn = Callable[[DictConfig], int]
 COMMANDS: dict[str, tuple[str, CommandFn]] = {}
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "view":  # a file reader, not a Hydra job: plain arguments
-        from harness.view import main as view
+        from harness.app.view import main as view
 
         return view(args[1:])
     if not args or args[0] in ("-h", "--help") or args[0] not in COMMANDS:
@@ -156,9 +156,10 @@ def agent_command(cfg: DictConfig) -> int:
     """Run the R-C-L-K agent on one task, print progress and the best equation."""
     from rich.console import Console
 
-    from harness.agent import AgentConfig, SRAgent
-    from harness.context import AgentContext, Budget, BudgetTracker, FitSettings
-    from harness.llm.config import LLMConfig, make_llm
+    from harness.engine.context import AgentContext, Budget, BudgetTracker, FitSettings
+    from harness.llm.config import LLMConfig
+    from harness.llm.factory import make_llm
+    from harness.runtime.agent import AgentConfig, SRAgent
 
     console = Console()
     run_dir = run_dir_of(cfg)
@@ -200,8 +201,8 @@ def agent_command(cfg: DictConfig) -> int:
 
 @command("solve")
 def solve_command(cfg: DictConfig) -> int:
-    """Solve one task with a frozen harness (body in harness/solve_cli.py)."""
-    from harness.solve_cli import solve_command as run
+    """Solve one task with a frozen harness (body in harness/app/solve_cli.py)."""
+    from harness.app.solve_cli import solve_command as run
 
     return run(cfg)
 

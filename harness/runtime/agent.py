@@ -25,11 +25,11 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.candidates import Candidate, dedupe
-from harness.context import AgentContext, BudgetExhausted
+from harness.engine.candidates import Candidate, dedupe
+from harness.engine.context import AgentContext, BudgetExhausted
 from harness.llm.base import LLMClient, LLMError, LLMResponse, ToolCall
-from harness.parsing import BaseParser, NativeToolParser, make_parser
-from harness.state import SearchRunState
+from harness.llm.protocols import BaseParser, NativeToolParser, make_parser
+from harness.runtime.state import SearchRunState
 from harness.tools.base import TOOLS, BaseTool, ToolCallResult, ToolRunAbort, bound_text
 
 log = logging.getLogger(__name__)
