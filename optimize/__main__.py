@@ -27,7 +27,7 @@ def _plain(node: Any) -> Any:
 
 @hydra.main(config_path="pkg://harness.conf", config_name="optimize", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
-    from harness.app.cli import quiet_http_logs
+    from harness.app.cli_support import quiet_http_logs
 
     quiet_http_logs()
     run_dir = HydraConfig.get().runtime.output_dir
@@ -56,7 +56,7 @@ def main(cfg: DictConfig) -> float | None:
 if __name__ == "__main__":
     import sys
 
-    from harness.app.cli import refuse_pasted_keys
+    from harness.app.cli_support import refuse_pasted_keys
 
     refused = refuse_pasted_keys(sys.argv[1:])  # before Hydra writes the overrides into the run folder
     if refused:

@@ -201,7 +201,7 @@ def test_names_python_normalises_are_normalised_with_a_note(tmp_path: Path) -> N
     micro, ohm = "\u00b5", "\u2126"  # MICRO SIGN and OHM SIGN: Python reads them as Greek mu and omega
     pd.DataFrame({micro: mu, ohm: om, "y": 3.0 * mu + 2.0 * om}).to_csv(tmp_path / "u.csv", index=False,
                                                                           encoding="utf-8")
-    from harness.app.cli import load_task
+    from harness.app.cli_support import load_task
 
     with pytest.warns(UserWarning, match="NFKC"):
         task = load_task(str(tmp_path / "u.csv"), "y")
@@ -245,7 +245,7 @@ def test_config_mistakes_are_one_line_rc2_errors(tmp_path, args, message) -> Non
 
 def test_duplicate_complex_misshapen_and_huge_data_are_refused(tmp_path: Path) -> None:
     (tmp_path / "dup.csv").write_text("x,x,y\n" + "".join(f"{i},{i * 2},{i * 3}\n" for i in range(20)))
-    from harness.app.cli import load_task
+    from harness.app.cli_support import load_task
 
     with pytest.raises(TaskError, match=r"\['x'\] appear more than once"):
         load_task(str(tmp_path / "dup.csv"), "y")

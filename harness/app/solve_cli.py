@@ -42,7 +42,7 @@ def _checked(section: str, build: Any) -> Any:
     """Run ``build``; a pydantic error becomes one ValueError line naming the key (``sr.time_budget: ...``)."""
     from pydantic import ValidationError
 
-    from harness.app.cli import config_error
+    from harness.app.cli_support import config_error
 
     try:
         return build()
@@ -58,7 +58,7 @@ def solve_command(cfg: DictConfig) -> int:
     from rich.console import Console
 
     from harness.app.artifact import ArtifactError, FrozenHarness
-    from harness.app.cli import load_task, plain, run_dir_of
+    from harness.app.cli_support import load_task, plain, run_dir_of
     from harness.engine.context import Budget
     from harness.engine.task import TaskError
     from workflows.params import SRSettings, expected_llm_calls, expected_solver_runs
