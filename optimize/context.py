@@ -18,13 +18,13 @@ from optimize.runfolder import RunFolder
 from optimize.settings import OptimizeSettings
 from optimize.spec import HarnessSpec
 from optimize.tasks import TaskSets, load_task_sets
+from workflows.identity import llm_identity
 from workflows.params import WorkflowParams
 
 log = logging.getLogger(__name__)
 
 DEFAULT_WORKFLOW = WorkflowParams.from_tuple((0, 1, 1, 0, 0))
 LLM_CACHE_FILE = "llm_cache.db"
-LLM_IDENTITY_KEYS = ("provider", "model", "model_path", "temperature", "max_tokens")
 
 
 @dataclass
@@ -59,15 +59,6 @@ class OptimizeContext:
 def make_client(llm_config: Mapping[str, Any]) -> Any:
     """LLM client from a ``conf/llm/*.yaml`` mapping."""
     return make_llm(LLMConfig.model_validate(dict(llm_config)))
-
-
-def llm_identity(llm_config: Mapping[str, Any]) -> dict[str, Any]:
-    """Settings that change model outputs (part of every harness digest); never keys or URLs."""
-    out = {k: llm_config.get(k) for k in LLM_IDENTITY_KEYS if llm_config.get(k) is not None}
-    fn = (llm_config.get("extra") or {}).get("fn")
-    if isinstance(fn, str):
-        out["script"] = fn
-    return out
 
 
 def backend_settings(backend_config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -310,6 +310,7 @@ class Evaluator:
                 self.llm,
                 backend=spec.backend,
                 sr_settings=dict(spec.sr_settings),
+                role_agents=spec.role_agents,
                 budget=self.run_budget,
                 seed=seed,
                 run_dir=run_dir,

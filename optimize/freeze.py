@@ -15,17 +15,15 @@ from statistics import median
 from typing import Any
 
 from harness.app.artifact import FrozenHarness
-from optimize.context import OptimizeContext, llm_identity
+from optimize.context import OptimizeContext
 from optimize.spec import HarnessSpec
+from workflows.identity import llm_identity
 
 log = logging.getLogger(__name__)
 STAGE = "freeze"
 STAGE_ORDER = ("baseline", "init", "search", "refine")
 STAGE_TITLES = {"baseline": "seed harness", "init": "stage 1 (prompt init)", "search": "stage 2 (joint search)",
                 "refine": "stage 3 (reflective refinement)"}
-
-
-IDENTITY_FIELDS = ("prompts", "workflow", "backend", "sr_settings", "llm")
 
 
 def save_once(frozen: FrozenHarness, path: Any) -> FrozenHarness:
@@ -43,7 +41,7 @@ def save_once(frozen: FrozenHarness, path: Any) -> FrozenHarness:
                 held = FrozenHarness.load(path)
             except Exception:  # noqa: BLE001 - unreadable or from an older schema: replace it
                 held = None
-            if held is not None and all(getattr(held, k) == getattr(frozen, k) for k in IDENTITY_FIELDS):
+            if held is not None and held.identity_digest == frozen.identity_digest:
                 log.info("harness.json already holds this harness (%s), frozen by another worker; kept", held.digest)
                 return held
         frozen.save(path)
@@ -177,7 +175,8 @@ def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
         "settings": ctx.settings.model_dump(),
     }
     frozen = FrozenHarness.create(dict(spec.prompts), spec.workflow, backend=spec.backend,
-                                  sr_settings=dict(spec.sr_settings), llm=ctx.llm_config, provenance=provenance)
+                                  sr_settings=dict(spec.sr_settings), llm=ctx.llm_config, provenance=provenance,
+                                  role_agents=spec.role_agents)
     frozen = save_once(frozen, ctx.folder.harness_path)
     log.info("froze the %s harness (%s) to %s", final, frozen.digest, ctx.folder.harness_path)
     return {"stage": STAGE, "selected_stage": final, "rows": rows, "solver_runs_cumulative": cumulative,

@@ -52,6 +52,10 @@ class Bounds(_Model):
     discussion_rounds: tuple[int, int] = (0, 2)
     use_analyst: list[bool] = Field(default_factory=lambda: [False, True])
     use_synthesizer: list[bool] = Field(default_factory=lambda: [False, True])
+    # Role agents: per used role, whether it gets its tools (workflows.roles.ROLE_TOOLS, one tool step before
+    # it answers), and K answers per activation (shared by the roles), ranked by how their hypotheses fit.
+    role_tools: list[bool] = Field(default_factory=lambda: [False, True])
+    role_samples: tuple[int, int] = (1, 2)
 
 
 class Stage2Settings(_Model):

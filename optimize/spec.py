@@ -2,30 +2,21 @@
 
 The digest is the cache key of every evaluation, so it covers exactly what changes a run's outcome: the prompts
 of the roles the workflow actually calls (an unused role's text cannot change a run, so trials that differ only
-there share cached results), the workflow, the SR backend and its settings, and the LLM identity.
+there share cached results), the workflow, the role agents, the SR backend and its settings, and the LLM
+identity: ``workflows.identity``, the same definition a frozen harness's ``identity_digest`` uses.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from workflows.identity import harness_identity, identity_digest
 from workflows.params import WorkflowParams
+from workflows.roles import role_agent_settings
 
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
-
-
-def short_hash(obj: Any, n: int = 16) -> str:
-    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()[:n]
-
-
-def roles_used(workflow: WorkflowParams) -> list[str]:
-    """Roles a workflow calls at least once (discussion updates are Planner calls)."""
-    return list(workflow.roles_used())
+# The order in which the optimizer works through the roles (stage 2 adaptation, stage 3 reflection).
+ROLE_ORDER = ("planner", "analyst", "diagnoser", "repairer", "synthesizer")
 
 
 @dataclass(frozen=True)
@@ -37,21 +28,20 @@ class HarnessSpec:
     backend: str = "operon"
     sr_settings: dict[str, Any] = field(default_factory=dict)
     llm: dict[str, Any] = field(default_factory=dict)
+    role_agents: dict[str, Any] = field(default_factory=dict)  # {role: RoleAgentConfig}; none = plain calls
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "role_agents", role_agent_settings(self.role_agents))
 
     def used_prompts(self) -> dict[str, str]:
-        return {role: self.prompts.get(role, "") for role in roles_used(self.workflow)}
+        return {role: self.prompts.get(role, "") for role in self.workflow.roles_used()}
+
+    def identity(self) -> dict[str, Any]:
+        return harness_identity(prompts=self.prompts, workflow=self.workflow, backend=self.backend,
+                                sr_settings=self.sr_settings, llm=self.llm, role_agents=self.role_agents)
 
     def digest(self) -> str:
-        return short_hash(
-            {
-                "prompts": self.used_prompts(),
-                "workflow": list(self.workflow.as_tuple()),
-                "backend": self.backend,
-                "sr_settings": self.sr_settings,
-                "llm": self.llm,
-            },
-            n=20,
-        )
+        return identity_digest(self.identity())
 
     def with_prompts(self, **prompts: str) -> "HarnessSpec":
         return replace(self, prompts={**self.prompts, **prompts})
@@ -66,6 +56,7 @@ class HarnessSpec:
             "backend": self.backend,
             "sr_settings": dict(self.sr_settings),
             "llm": dict(self.llm),
+            "role_agents": {r: c.model_dump(mode="json") for r, c in self.role_agents.items()},
             "digest": self.digest(),
         }
 
@@ -77,4 +68,5 @@ class HarnessSpec:
             backend=data.get("backend", "operon"),
             sr_settings=dict(data.get("sr_settings") or {}),
             llm=dict(data.get("llm") or {}),
+            role_agents=dict(data.get("role_agents") or {}),
         )

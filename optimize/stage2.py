@@ -22,6 +22,7 @@ import random
 import socket
 import time
 import warnings
+from dataclasses import replace
 from typing import Any
 
 import optuna
@@ -34,13 +35,15 @@ from optimize.evaluation import StageBudgetSpent
 from optimize.feedback import discovery_feedback
 from optimize.rewrite import propose_rewrite
 from optimize.settings import Bounds, Stage2Settings
-from optimize.spec import HarnessSpec, roles_used, short_hash
+from optimize.spec import ROLE_ORDER, HarnessSpec
 from optimize.tasks import minibatch, stable_seed
+from workflows.identity import short_hash
+from harness.runtime.role_agent import RoleAgentConfig
 from workflows.params import WorkflowParams
+from workflows.roles import ROLE_TOOLS, role_agent_settings
 
 log = logging.getLogger(__name__)
 STAGE = "search"
-ROLE_ORDER = ("planner", "analyst", "diagnoser", "repairer", "synthesizer")
 
 
 # -- storage and study ------------------------------------------------------------------------------------------
@@ -175,8 +178,9 @@ def fixed_pool(s: Stage2Settings, seed: int) -> list[WorkflowParams]:
 
 
 def suggest(trial: Trial, s: Stage2Settings, pool_sizes: dict[str, int],
-            workflows: list[WorkflowParams] | None) -> tuple[WorkflowParams, dict[str, int]]:
-    """Workflow and prompt indices of one trial (roles with a one-text pool get no parameter)."""
+            workflows: list[WorkflowParams] | None) -> tuple[WorkflowParams, dict[str, int], dict[str, RoleAgentConfig]]:
+    """Workflow, prompt indices and role agents of one trial (roles with a one-text pool get no prompt parameter;
+    a bound with one value gets no parameter)."""
     if workflows is None:
         b = s.bounds
         w = WorkflowParams(
@@ -192,11 +196,26 @@ def suggest(trial: Trial, s: Stage2Settings, pool_sizes: dict[str, int],
         role: (trial.suggest_categorical(f"prompt_{role}", list(range(n))) if n > 1 else 0)
         for role, n in pool_sizes.items()
     }
-    return w, idx
+    return w, idx, suggest_role_agents(trial, s.bounds, w)
 
 
-def spec_for(base: HarnessSpec, pool: dict[str, list[str]], w: WorkflowParams, idx: dict[str, int]) -> HarnessSpec:
-    return base.with_workflow(w).with_prompts(**{role: pool[role][i] for role, i in idx.items()})
+def suggest_role_agents(trial: Trial, b: Bounds, w: WorkflowParams) -> dict[str, RoleAgentConfig]:
+    """Per role the workflow uses: its tools on or off (``tools_<role>``), and K answers (``role_samples``)."""
+    lo, hi = b.role_samples
+    k = trial.suggest_int("role_samples", lo, hi) if hi > lo else lo
+    options = sorted(set(b.role_tools))
+    agents: dict[str, RoleAgentConfig] = {}
+    for role in w.roles_used():
+        tools = trial.suggest_categorical(f"tools_{role}", options) if len(options) > 1 else options[0]
+        if tools or k > 1:
+            agents[role] = RoleAgentConfig(tools=ROLE_TOOLS[role] if tools else (), tool_steps=1, K=k)
+    return agents
+
+
+def spec_for(base: HarnessSpec, pool: dict[str, list[str]], w: WorkflowParams, idx: dict[str, int],
+             agents: dict[str, RoleAgentConfig] | None = None) -> HarnessSpec:
+    spec = base.with_workflow(w).with_prompts(**{role: pool[role][i] for role, i in idx.items()})
+    return replace(spec, role_agents=dict(agents or {}))
 
 
 # -- run --------------------------------------------------------------------------------------------------------
@@ -289,8 +308,8 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
         if not claim_slot(trial.study, trial.number, s.n_trials):
             trial.study.stop()
             raise optuna.TrialPruned(f"{s.n_trials} trials are complete or running in other workers")
-        w, idx = suggest(trial, s, pool_sizes, workflows)
-        spec = spec_for(ctx.base, pool, w, idx)
+        w, idx, agents = suggest(trial, s, pool_sizes, workflows)
+        spec = spec_for(ctx.base, pool, w, idx, agents)
         system_attrs = trial.study._storage.get_trial_system_attrs(trial._trial_id)
         queued = bool({"fixed_params", "failed_trial"} & set(system_attrs))  # a retry or enqueued point: on purpose
         twin = None if queued else duplicate_of(trial.study, trial.number, trial.params)
@@ -310,11 +329,13 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
         trial.set_user_attr("seconds_per_task", summary.seconds_per_task)
         trial.set_user_attr("workflow", list(w.as_tuple()))
         trial.set_user_attr("prompt_index", idx)
+        trial.set_user_attr("role_agents", {r: a.model_dump(mode="json") for r, a in agents.items()})
         trial.set_user_attr("digest", spec.digest())
         trial.set_user_attr("new_evaluations", summary.n_new)
         trial.set_user_attr("cache_hits", summary.n_cached)
-        log.info("stage 2 trial %d: w=%s prompts=%s acc=%.3f calls/task=%.1f (%d cached)", trial.number,
-                 w.as_tuple(), idx, summary.score, summary.llm_calls_per_task, summary.n_cached)
+        log.info("stage 2 trial %d: w=%s prompts=%s role agents=%s acc=%.3f calls/task=%.1f (%d cached)",
+                 trial.number, w.as_tuple(), idx, {r: (list(a.tools), a.K) for r, a in agents.items()},
+                 summary.score, summary.llm_calls_per_task, summary.n_cached)
         return summary.score - s.llm_penalty * summary.llm_calls_per_task
 
     done = len(completed(study))
@@ -335,7 +356,7 @@ def adapt(ctx: OptimizeContext, spec: HarnessSpec, batch: list[Any]) -> tuple[Ha
     """Short stage-1-style rewrite of the chosen prompts inside the chosen workflow; keep only improvements."""
     s = ctx.settings.stage2
     journal = ctx.folder.journal(STAGE)
-    roles = [r for r in ROLE_ORDER if r in roles_used(spec.workflow)]
+    roles = [r for r in ROLE_ORDER if r in spec.workflow.roles_used()]
     if s.adapt_roles is not None:
         roles = roles[: s.adapt_roles]
     current = ctx.evaluator.evaluate(spec, batch, ctx.seeds, stage=STAGE, label="adapt base")
@@ -384,10 +405,12 @@ def run_stage2(ctx: OptimizeContext, pool: dict[str, list[str]]) -> dict[str, An
         chosen: dict[str, Any] = {}
     else:
         w = WorkflowParams.from_tuple(best.user_attrs["workflow"])
-        spec = spec_for(ctx.base, pool, w, {k: int(v) for k, v in best.user_attrs["prompt_index"].items()})
+        agents = best.user_attrs.get("role_agents") or {}
+        spec = spec_for(ctx.base, pool, w, {k: int(v) for k, v in best.user_attrs["prompt_index"].items()},
+                        role_agent_settings(agents))
         chosen = {"trial": best.number, "acc": best.user_attrs["acc"],
                   "llm_calls_per_task": best.user_attrs.get("llm_calls_per_task"), "workflow": list(w.as_tuple()),
-                  "prompt_index": best.user_attrs["prompt_index"]}
+                  "prompt_index": best.user_attrs["prompt_index"], "role_agents": agents}
     adaptation: list[dict[str, Any]] = []
     try:
         spec, adaptation = adapt(ctx, spec, batch)

@@ -21,12 +21,11 @@ from optimize.context import OptimizeContext
 from optimize.evaluation import EvalSummary, StageBudgetSpent
 from optimize.feedback import sr_diagnostics_feedback, trace_feedback
 from optimize.rewrite import propose_rewrite
-from optimize.spec import HarnessSpec, roles_used
+from optimize.spec import ROLE_ORDER, HarnessSpec
 from optimize.tasks import minibatch, split_slice, stable_seed
 
 log = logging.getLogger(__name__)
 STAGE = "refine"
-ROLE_ORDER = ("planner", "analyst", "diagnoser", "repairer", "synthesizer")
 
 
 @dataclass
@@ -140,7 +139,7 @@ def run_stage3(ctx: OptimizeContext, start: HarnessSpec) -> dict[str, Any]:
     """Refine ``start``'s instructions; returns the stage-3 result (the caller saves it)."""
     s = ctx.settings.stage3
     feedback_tasks, holdout_tasks = split_slice(ctx.tasks.train, s.holdout, ctx.seed, STAGE)
-    roles = [r for r in ROLE_ORDER if r in roles_used(start.workflow)]
+    roles = [r for r in ROLE_ORDER if r in start.workflow.roles_used()]
     rng = random.Random(stable_seed(ctx.seed, STAGE, "parents"))
     steps: list[dict[str, Any]] = []
     members: list[Member] = []

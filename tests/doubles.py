@@ -170,17 +170,22 @@ def detect_role(messages: list[dict[str, Any]], response_format: dict[str, Any] 
 _VARIABLES_LINE = re.compile(r"^Input names: (.+)$", re.MULTILINE)
 
 
-def scripted_role_output(messages: list[dict[str, Any]], **request: Any) -> str:
+def scripted_role_output(messages: list[dict[str, Any]], **request: Any) -> str | dict[str, Any]:
     """Deterministic, valid role JSON for any role prompt: the scripted provider's default behaviour.
 
     Plans use the inputs named in the prompt (a linear-plus-products hypothesis), so the whole workflow (plans,
-    seeds, SR runs) is exercised without a model.
+    seeds, SR runs) is exercised without a model. Offered tools (a role agent's tool step), it calls the first
+    one, with the same hypothesis where the tool takes an expression.
     """
     role = detect_role(messages, request.get("response_format"))
     text = "\n".join(str(m.get("content") or "") for m in messages)
     m = _VARIABLES_LINE.search(text)
     names = [n.strip() for n in m.group(1).split(",")] if m else []
     linear = " + ".join(f"c{i} * {n}" for i, n in enumerate(names[:4])) or "c0"
+    if request.get("tools"):
+        fn = request["tools"][0]["function"]
+        takes_expression = "expression" in (fn.get("parameters") or {}).get("properties", {})
+        return {"tool_calls": [{"name": fn["name"], "arguments": {"expression": linear} if takes_expression else {}}]}
     ops = ["add", "sub", "mul", "div", "square"]
     if role == "analyst":
         out: BaseModel = AnalystOutput(findings=["The target varies smoothly with the inputs."], operators=ops,

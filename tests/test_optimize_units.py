@@ -52,7 +52,9 @@ class FakeRunner:
 
     def __call__(self, task, params, prompts, llm, **kw):
         self.calls += 1
-        score = float(self.rule(params, prompts, task))
+        self.seen_agents = [*getattr(self, "seen_agents", []), kw.get("role_agents") or {}]
+        score = float(self.rule(params, prompts, task) if self.rule.__code__.co_argcount == 3
+                      else self.rule(params, prompts, task, kw.get("role_agents") or {}))
         cand = Candidate(expression="c0*x0", params=[1.0], equation="1.0*x0", complexity=3,
                          metrics={"valid": {"nmse": 1.0 - score + 1e-6},
                                   "test_id": {"acc_0.01": score, "nmse": 1.0 - score + 1e-6}})
@@ -186,7 +188,8 @@ def test_stage2_finds_the_better_workflow_and_prompt(tmp_path):
 
 def test_stage2_resume_counts_complete_trials(tmp_path):
     overrides = {"stage2": {"n_trials": 3, "minibatch": 1, "adapt_steps": 0,
-                            "bounds": {"branches": [1, 1], "repair_rounds": [0, 0], "discussion_rounds": [0, 0]}}}
+                            "bounds": {"branches": [1, 1], "repair_rounds": [0, 0], "discussion_rounds": [0, 0],
+                                       "role_tools": [False], "role_samples": [1, 1]}}}
     ctx, _ = context(tmp_path, planner_rule, overrides)
     pool = {r: [t] for r, t in SEED_PROMPTS.items()}
     run_stage2(ctx, pool)
@@ -196,6 +199,32 @@ def test_stage2_resume_counts_complete_trials(tmp_path):
     assert result["n_trials_complete"] == 5 and len(result["trials"]) == 5
     # the space holds two workflows only, so every new trial is a cache hit
     assert runner2.calls == 0
+
+
+def test_stage2_searches_role_tools_and_samples_and_keeps_the_winner(tmp_path):
+    """Scores reward a Planner with its tool: the search finds it, the chosen spec carries it into the runner."""
+    from harness.runtime.role_agent import RoleAgentConfig
+    from optimize.spec import HarnessSpec
+
+    def rule(params, prompts, task, agents):
+        planner = agents.get("planner")
+        return bool(planner and "evaluate_expression" in planner.tools)
+
+    overrides = {"stage2": {"n_trials": 8, "minibatch": 1, "adapt_steps": 0, "n_startup_trials": 8,
+                            "bounds": {"branches": [1, 1], "repair_rounds": [0, 0], "discussion_rounds": [0, 0],
+                                       "use_analyst": [False], "use_synthesizer": [False],
+                                       "role_tools": [False, True], "role_samples": [1, 2]}}}
+    ctx, runner = context(tmp_path, rule, overrides)
+    result = run_stage2(ctx, {r: [t] for r, t in SEED_PROMPTS.items()})
+    params = [t["params"] for t in result["trials"]]
+    assert all("tools_planner" in p and "role_samples" in p for p in params)
+    assert result["chosen"]["role_agents"]["planner"]["tools"] == ["evaluate_expression"]
+    spec = HarnessSpec.from_dict(result["harness"])
+    assert spec.role_agents["planner"].tools == ("evaluate_expression",)
+    assert any(isinstance(a.get("planner"), RoleAgentConfig) for a in runner.seen_agents)  # runs got the agent
+    plain = spec.with_workflow(spec.workflow)
+    assert plain.digest() == spec.digest() != HarnessSpec(spec.prompts, spec.workflow, spec.backend,
+                                                         spec.sr_settings, spec.llm).digest()
 
 
 def test_fixed_pool_space_is_a_seeded_presample(tmp_path):

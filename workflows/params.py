@@ -10,6 +10,7 @@ from typing import Any, Literal, Sequence
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from harness.runtime.role_agent import coerce_role_agents, role_calls
 from harness.sr.plan import DEFAULT_OPERATORS, OPERATORS, SearchPlan
 
 
@@ -71,16 +72,23 @@ LOCAL_WORKFLOWS: dict[str, WorkflowParams] = {
 }
 
 
-def expected_llm_calls(params: WorkflowParams) -> int:
-    """Role calls of a full run: analyst + planners + (diagnoser+repairer) rounds + discussion updates + synthesizer."""
+def role_activations(params: WorkflowParams) -> dict[str, int]:
+    """How often a full run activates each role (discussion updates are Planner activations)."""
     b = params.branches
-    return (
-        int(params.use_analyst)
-        + b
-        + b * params.repair_rounds * 2
-        + b * params.discussion_rounds
-        + int(params.use_synthesizer)
-    )
+    return {
+        "analyst": int(params.use_analyst),
+        "planner": b + b * params.discussion_rounds,
+        "diagnoser": b * params.repair_rounds,
+        "repairer": b * params.repair_rounds,
+        "synthesizer": int(params.use_synthesizer),
+    }
+
+
+def expected_llm_calls(params: WorkflowParams, role_agents: dict[str, Any] | None = None) -> int:
+    """Model responses of a full run: analyst + planners + (diagnoser+repairer) rounds + discussion updates +
+    synthesizer, one each for a plain role; a role agent with tools or K > 1 makes ``tool_steps + K`` per
+    activation (``RoleAgentConfig.llm_calls``)."""
+    return role_calls(coerce_role_agents(role_agents), role_activations(params))
 
 
 def expected_solver_runs(params: WorkflowParams) -> int:

@@ -14,7 +14,18 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from harness.runtime.role_agent import RoleAgentConfig, coerce_role_agents
+
 ROLE_NAMES: tuple[str, ...] = ("analyst", "planner", "diagnoser", "repairer", "synthesizer")
+# The tools each role may be given as an agent (``RoleAgentConfig.tools``; stage 2 switches them on or off).
+# None of them runs the SR engine: that stays the workflow's own step, so the solver-run count stays exact.
+ROLE_TOOLS: dict[str, tuple[str, ...]] = {
+    "analyst": ("summary_statistics", "correlations", "periodicity", "power_law"),
+    "planner": ("evaluate_expression",),
+    "diagnoser": ("residual_diagnostics", "evaluate_expression"),
+    "repairer": ("evaluate_expression",),
+    "synthesizer": ("evaluate_expression",),
+}
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 DEFAULT_HARNESS_FILE = Path(__file__).resolve().parent.parent / "harness" / "data" / "default_harness.json"
 
@@ -224,3 +235,14 @@ def default_prompts() -> dict[str, str]:
         prompts = json.loads(DEFAULT_HARNESS_FILE.read_text(encoding="utf-8"))["prompts"]
         return {r: prompts[r] for r in ROLE_NAMES}
     raise FileNotFoundError(f"no role prompts found in {PROMPTS_DIR} or {DEFAULT_HARNESS_FILE}")
+
+
+def role_agent_settings(raw: Any) -> dict[str, RoleAgentConfig]:
+    """Validated ``{role: RoleAgentConfig}``: known roles only, each with tools from its own menu
+    (``ROLE_TOOLS``). A role not named runs as one structured call."""
+    out = coerce_role_agents(raw, ROLE_NAMES)
+    for role, cfg in out.items():
+        extra = sorted(set(cfg.tools) - set(ROLE_TOOLS[role]))
+        if extra:
+            raise ValueError(f"role_agents.{role}: tools {extra} are not among {role}'s tools {list(ROLE_TOOLS[role])}")
+    return out

@@ -16,11 +16,12 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from harness.engine.candidates import Candidate, select_best
+from harness.sr.tools import RunSRSearchTool
 from harness.engine.context import (
     AgentContext,
     Budget,
@@ -29,7 +30,7 @@ from harness.engine.context import (
     FitSettings,
     evaluate_candidate,
 )
-from harness.llm.base import LLMError
+from harness.runtime.role_agent import RoleAgent, RoleAgentConfig
 from harness.runtime.state import SearchRunState
 from workflows.params import (
     SRSettings,
@@ -47,11 +48,11 @@ from workflows.roles import (
     fallback_output,
     output_model,
     response_format,
+    role_agent_settings,
     salvage_truncated,
 )
 
 ENGINE_INFO_KEYS = ("generations", "gp_seconds", "n_seeds", "n_injected", "continued", "front_size")
-MIN_LLM_SECONDS = 1.0  # below this a role call is not made (it is counted and falls back)
 ENGINE_RESERVE_MARGIN_S = 1.0  # kept on top of one engine run's time for its refit and bookkeeping
 
 STATUS_COMPLETED = "completed"
@@ -192,10 +193,12 @@ class _WorkflowRun:
         max_workers: int,
         on_node: Callable[[Any], None] | None,
         warm_start: Sequence[str] = (),
+        role_agents: dict[str, RoleAgentConfig] | None = None,
     ):
         missing = [r for r in params.roles_used() if not (prompts.get(r) or "").strip()]
         if missing:
             raise ValueError(f"no prompt for role(s) {missing}; roles are {', '.join(ROLE_NAMES)}")
+        self.role_agents = role_agent_settings(role_agents)
         self.task, self.params, self.prompts, self.llm = task, params, prompts, llm
         self.backend, self.settings, self.tracker, self.seed = backend, sr_settings, budget, seed
         self.on_node = on_node
@@ -205,14 +208,20 @@ class _WorkflowRun:
             "backend": backend,
             "sr_settings": sr_settings.model_dump(),
             "seed": seed,
-            "expected_llm_calls": expected_llm_calls(params),
+            "expected_llm_calls": expected_llm_calls(params, self.role_agents),
+            "role_agents": {r: c.model_dump() for r, c in self.role_agents.items()},
             "expected_solver_runs": expected_solver_runs(params),
         }
         self.state = SearchRunState(run_dir, budget=budget, task=task, config=config,
                                     selection=sr_settings.selection,
                                     selection_tolerance=sr_settings.selection_tolerance)
+        # The SR step is a call of the run_sr_search tool, under the harness's floor (a plan only widens it).
+        extras = {"backend": backend, "plan_limits": sr_settings.limits(), "plan_floor": sr_settings.floor(),
+                  "max_extra_operators": sr_settings.max_extra_operators}
         self.ctx = AgentContext(task=task, seed=seed, workspace=run_dir, budget=_SolverBudget(budget), llm=llm,
-                                state=self.state, fit=FitSettings(valid_split=sr_settings.valid_split))  # type: ignore[arg-type]
+                                state=self.state, fit=FitSettings(valid_split=sr_settings.valid_split),
+                                extras=extras)  # type: ignore[arg-type]
+        self.sr_tool = RunSRSearchTool(self.ctx)
         self.sr_gate = threading.Semaphore(max(1, max_workers))
         self._lock = threading.Lock()
         self.errors: list[str] = []
@@ -243,8 +252,8 @@ class _WorkflowRun:
                 pass
         return node.id
 
-    def _reserve_llm_call(self) -> bool:
-        """Count one LLM call if nothing is spent yet; otherwise stop scheduling and say no."""
+    def _reserve_llm_calls(self, n: int = 1) -> bool:
+        """Count ``n`` model responses if nothing is spent yet; otherwise stop scheduling and say no."""
         with self._lock:
             if self.ctx.cancelled():
                 self.stop_reason = self.stop_reason or "cancelled"
@@ -253,7 +262,7 @@ class _WorkflowRun:
             if reason:
                 self.stop_reason = reason
                 return False
-            self.tracker.add_llm(1)
+            self.tracker.add_llm(n)
             return True
 
     def llm_seconds(self) -> float | None:
@@ -269,50 +278,43 @@ class _WorkflowRun:
         self, role: str, branch: _Branch | None, *, mode: str = "", parent: int | None = None,
         fallback: RoleOutput | None = None, **parts: Any,
     ) -> RoleOutput | None:
-        """One LLM call for ``role``; ``None`` when the budget stopped the run. Parse failures use a fallback."""
-        if not self._reserve_llm_call():
-            return None
-        from harness.llm.json_output import parse_json_output
-
+        """One activation of ``role``, run by the runtime's role agent (tool steps, K answers ranked by how their
+        hypotheses fit); ``None`` when the budget stopped the run. Failures use a fallback."""
         messages = build_messages(role, self.prompts[role], self.task, mode=mode, **parts)
         call_seed = self.seed * 1000 + (branch.index + 1 if branch else 0) * 100 + (branch.steps if branch else 0)
-        t0 = time.perf_counter()
-        text, error, ptok, ctok, salvaged = "", None, 0, 0, False
-        out: RoleOutput | None = None
-        timeout = self.llm_seconds()
-        try:
-            if timeout is not None and timeout < MIN_LLM_SECONDS:
-                raise LLMError(f"only {max(timeout, 0):.1f}s left after reserving the engine's time; "
-                               "the engine runs with the harness's own settings")
-            response = self.llm.complete(messages, response_format=response_format(role), seed=call_seed,
-                                         timeout_s=timeout)[0]
-            text, ptok, ctok = response.text or "", response.prompt_tokens, response.completion_tokens
-            if response.error:
-                error = f"{role}: model error: {response.error}"
-            else:
-                out, perr = parse_json_output(text, output_model(role))
-                if out is None:
-                    out = salvage_truncated(text, output_model(role))
-                    salvaged = out is not None
-                if out is None:
-                    cut = " (cut at max_tokens)" if response.finish_reason == "length" else ""
-                    error = f"{role}: unparseable output{cut}: {perr}"
-        except Exception as exc:  # LLMError or a client bug: the run continues with the fallback
-            error = f"{role}: call failed: {type(exc).__name__}: {exc}"
-        if ptok or ctok:
-            self.tracker.add_llm(0, tokens=int(ptok) + int(ctok))
+        agent = RoleAgent(self.llm, self.ctx, self.state, role, self.role_agents.get(role),
+                          reserve=self._reserve_llm_calls, seconds_left=self.llm_seconds, on_node=self.on_node)
+        answer = agent.answer(messages, output_model(role), response_format(role), seed=call_seed, parent=parent,
+                              branch=branch.label if branch else None, info={"mode": mode},
+                              rank=lambda out: self.rank_output(out, branch), salvage=salvage_truncated)
+        if answer is None:
+            return None
+        out = answer.output
         if out is None:
-            self._error(error or f"{role}: no output")
+            self._error(answer.error or f"{role}: no output")
             out = fallback if fallback is not None else fallback_output(role)
-        node_id = self._record(
-            f"role:{role}", parent=parent, branch=branch.label if branch else None, messages=messages,
-            response=text, prompt_tokens=ptok, completion_tokens=ctok, seconds=time.perf_counter() - t0,
-            error=error, info={"mode": mode, "output": out.model_dump(), "fallback": error is not None, "salvaged": salvaged},
-        )
         if branch is not None:
-            branch.last_node = node_id
+            branch.last_node = answer.node_id
             branch.steps += 1
         return out
+
+    def rank_output(self, out: RoleOutput, branch: _Branch | None) -> float:
+        """How good an answer looks by what it proposes, fitted now: the best validation NMSE among its hypotheses
+        (a Diagnoser's missing terms added to the branch's best equation); inf when it proposes nothing that fits."""
+        from harness.engine.expression import ExpressionError
+
+        texts: list[str] = list(getattr(out, "hypotheses", []) or [])
+        held = branch.best() if branch is not None else None
+        if isinstance(out, DiagnosisOutput) and held is not None:
+            texts = [h for h in (with_term(held.expression, t, self.ctx.variables) for t in out.missing_terms) if h]
+        best = math.inf
+        for text in dict.fromkeys(texts):
+            try:
+                err = evaluate_candidate(text, self.ctx, source="ranking", constants_as_params=True).metric("valid")
+            except ExpressionError:
+                continue
+            best = min(best, err) if math.isfinite(err) else best
+        return best
 
     def screen_hypotheses(self, texts: list[str], source: str = "hypothesis") -> tuple[list[Candidate], list[str]]:
         """Fit the plan's hypotheses now (the evaluator is fast): good ones seed the engine and join the pool,
@@ -355,28 +357,28 @@ class _WorkflowRun:
         if s.continue_search:  # the engine keeps this branch's population and the next run goes on from it
             raw["extras"] = {"population_key": f"{self.run_id}/{branch.index}",
                              "continue_population": step != "initial"}
-        from harness.sr.backends import run_search
-
         with self.sr_gate:
             if self.ctx.cancelled():
                 self._stop("cancelled")
                 return None
-            try:
-                outcome = run_search(raw, self.ctx, self.backend, limits=s.limits(), floor=s.floor(),
-                                     max_extra_operators=s.max_extra_operators)
-            except BudgetExhausted as exc:
-                self._stop(str(exc))
-                return None
-        if outcome.error:
-            self._error(f"{branch.label} sr ({step}): {outcome.error}")
-        found_here = good + outcome.candidates
+            call = self.sr_tool(call_id=f"sr-{branch.index}-{branch.steps}", plan=raw)
+        if not call.ok and (call.error or "").startswith(BudgetExhausted.__name__):
+            self._stop(call.error.split(": ", 1)[-1])
+            return None
+        record = call.result if call.ok else {}
+        error = record.get("error") if call.ok else call.error
+        if error:
+            self._error(f"{branch.label} sr ({step}): {error}")
+        found_here = good + [Candidate.from_record(r) for r in record.get("candidates", [])]
+        summary = {k: v for k, v in record.items() if k not in ("candidates", "front", "best", "info")}
         node_id = self._record(
             "sr", parent=branch.last_node, branch=branch.label, candidates=found_here,
-            seconds=outcome.seconds, error=outcome.error,
-            info={"step": step, "plan": outcome.plan.model_dump(), "plan_changes": outcome.plan_changes[:20],
-                  "hypothesis_notes": notes[:10], "warnings": outcome.warnings[:10],
-                  "backend_used": outcome.backend_used,
-                  "engine": {k: outcome.info[k] for k in ENGINE_INFO_KEYS if k in outcome.info}},
+            seconds=call.seconds, error=error,
+            tool_results=[replace(call, result=summary)],
+            info={"step": step, "plan": record.get("plan"), "plan_changes": record.get("plan_changes", [])[:20],
+                  "hypothesis_notes": notes[:10], "warnings": record.get("warnings", [])[:10],
+                  "backend_used": record.get("backend_used"),
+                  "engine": {k: v for k, v in (record.get("info") or {}).items() if k in ENGINE_INFO_KEYS}},
         )
         branch.last_node = node_id
         branch.steps += 1
@@ -387,8 +389,8 @@ class _WorkflowRun:
         if good:
             branch.history.append("hypotheses kept: " + "; ".join(
                 f"{short_equation(c.equation, 80)} [valid NMSE {c.metric('valid'):.3g}]" for c in good[:3]))
-        if outcome.error:
-            branch.history.append(f"SR run ({step}) failed: {outcome.error[:200]}")
+        if error:
+            branch.history.append(f"SR run ({step}) failed: {error[:200]}")
         else:
             branch.history.append(f"SR run ({step}): best {_describe(found)}")
         return found
@@ -589,12 +591,15 @@ def run_workflow(
     on_node: Callable[[Any], None] | None = None,
     cancel_event: threading.Event | None = None,
     warm_start: Sequence[str] = (),
+    role_agents: dict[str, RoleAgentConfig | dict[str, Any]] | None = None,
 ) -> WorkflowResult:
     """Run the workflow ``params`` with role ``prompts`` (None = ours) on ``task``; see the module docstring.
 
     ``on_node`` is called with every recorded node (progress display); ``cancel_event`` stops the run early.
     ``warm_start``: equations (e.g. a previous fit's Pareto front) refitted on this task and seeded into every
     branch's first SR run, as hypotheses are (only the ones that fit join).
+    ``role_agents``: per role, the tools it may call before answering and K answers (``RoleAgentConfig``);
+    a role not named is one structured call.
     """
     if isinstance(params, dict):
         params = WorkflowParams.model_validate(params)
@@ -608,6 +613,7 @@ def run_workflow(
         task, params, dict(prompts), llm, backend=backend, sr_settings=SRSettings.coerce(sr_settings),
         budget=_coerce_budget(budget), seed=int(seed), run_dir=Path(run_dir) if run_dir is not None else None,
         max_workers=max_workers or default_max_workers(), on_node=on_node, warm_start=warm_start,
+        role_agents=role_agents,
     )
     if cancel_event is not None:
         run.ctx.cancel_event = cancel_event

@@ -28,7 +28,10 @@ from pydantic import (
 )
 
 from harness.engine.jsonio import json_safe, write_text_atomic
+from harness.runtime.role_agent import RoleAgentConfig
 from workflows.params import SRSettings, WorkflowParams
+from workflows.identity import harness_identity, identity_digest, llm_identity
+from workflows.roles import role_agent_settings
 
 SCHEMA_VERSION = 1
 DEFAULT_HARNESS_FILE = Path(__file__).resolve().parents[1] / "data" / "default_harness.json"
@@ -42,7 +45,6 @@ DEFAULT_SR_SETTINGS: dict[str, Any] = {
 }
 DEFAULT_LLM = {"provider": "local", "model": "qwen2.5-coder-1.5b-instruct", "temperature": 0.7, "max_tokens": 384}
 BACKENDS = ("operon", "pysr", "llm", "hybrid", "auto")
-LLM_SETTINGS = ("provider", "model", "temperature", "max_tokens")
 
 _SECRET_KEY = re.compile(
     r"^(.*[_-])?(api[_-]?key|apikey|secret|secret[_-]?key|password|passwd|token|access[_-]?token|auth[_-]?token|"
@@ -96,17 +98,6 @@ def code_version() -> dict[str, str | None]:
     return {"package": package, "git": git}
 
 
-def llm_settings(config: Any) -> dict[str, Any]:
-    """The LLM settings that change results (provider, model, temperature, max tokens) from a config or dict;
-    for a plugged-in client also the name of the function it answers with (``extra.fn``, e.g. a test double)."""
-    data = config.model_dump() if isinstance(config, BaseModel) else dict(config or {})
-    out = {k: data[k] for k in LLM_SETTINGS if data.get(k) is not None}
-    fn = (data.get("extra") or {}).get("fn")
-    if isinstance(fn, str):  # a named answering function (a test double) is part of the setup
-        out["extra"] = {"fn": fn}
-    return out
-
-
 def _digest_of(content: dict[str, Any]) -> str:
     blob = json.dumps(json_safe(content), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
@@ -123,6 +114,7 @@ class FrozenHarness(BaseModel):
     backend: str = "operon"
     sr_settings: dict[str, Any] = Field(default_factory=dict)
     llm: dict[str, Any] = Field(default_factory=dict)
+    role_agents: dict[str, RoleAgentConfig] = Field(default_factory=dict)  # none: every role one structured call
     provenance: dict[str, Any] = Field(default_factory=dict)
     digest: str = ""
 
@@ -151,6 +143,11 @@ class FrozenHarness(BaseModel):
     def _sr_settings(cls, v: dict[str, Any]) -> dict[str, Any]:
         """Stored in full (defaults written out), so a later change of defaults cannot change a frozen harness."""
         return SRSettings.coerce(v).model_dump(mode="json")
+
+    @field_validator("role_agents", mode="before")
+    @classmethod
+    def _role_agents(cls, v: Any) -> Any:
+        return role_agent_settings(v)
 
     @field_validator("llm", "provenance", mode="before")
     @classmethod
@@ -183,11 +180,23 @@ class FrozenHarness(BaseModel):
 
     # -- digest and files -----------------------------------------------------------------------------------
     def content(self) -> dict[str, Any]:
-        """Everything but the digest, as plain JSON."""
-        return json_safe(self.model_dump(mode="json", exclude={"digest"}))
+        """Everything but the digest, as plain JSON (no ``role_agents`` key when there are none, so harnesses
+        frozen before role agents existed keep their digest)."""
+        data = json_safe(self.model_dump(mode="json", exclude={"digest"}))
+        if not data.get("role_agents"):
+            data.pop("role_agents", None)
+        return data
 
     def compute_digest(self) -> str:
         return _digest_of(self.content())
+
+    @property
+    def identity_digest(self) -> str:
+        """What the optimizer calls this harness (``HarnessSpec.digest``): prompts of the used roles, workflow,
+        role agents, SR backend and settings, LLM identity. ``digest`` is the file's seal (provenance included)."""
+        return identity_digest(harness_identity(prompts=self.prompts, workflow=self.workflow, backend=self.backend,
+                                                sr_settings=self.sr_settings, llm=self.llm,
+                                                role_agents=self.role_agents))
 
     def to_json(self) -> str:
         data = {**self.content(), "digest": self.compute_digest()}
@@ -255,13 +264,14 @@ class FrozenHarness(BaseModel):
         sr_settings: dict[str, Any] | None = None,
         llm: Any = None,
         provenance: dict[str, Any] | None = None,
+        role_agents: dict[str, Any] | None = None,
     ) -> "FrozenHarness":
         """A new harness; ``llm`` may be an LLMConfig or dict (only the settings that matter are kept) and the
         code version is added to the provenance."""
         prov = dict(provenance or {})
         prov.setdefault("code_version", code_version())
         return cls(prompts=dict(prompts), workflow=workflow, backend=backend, sr_settings=dict(sr_settings or {}),
-                   llm=llm_settings(llm), provenance=prov)
+                   llm=llm_identity(llm), provenance=prov, role_agents=dict(role_agents or {}))
 
     @classmethod
     def build_default(cls) -> "FrozenHarness":
@@ -330,6 +340,7 @@ class FrozenHarness(BaseModel):
         settings = {**self.sr_settings, **(sr_settings or {})}
         try:
             result = run_workflow(task, self.workflow, self.prompts, client, backend=backend or self.backend,
+                                  role_agents=self.role_agents,
                                   sr_settings=settings, budget=budget, seed=seed, run_dir=run_dir,
                                   max_workers=max_workers, on_node=on_node, warm_start=warm_start)
         finally:

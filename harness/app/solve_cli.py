@@ -81,7 +81,7 @@ def solve_command(cfg: DictConfig) -> int:
     console.print(f"[bold]harness[/] {cfg.harness} ({harness.digest[:19]}...), workflow {w.as_tuple()}, "
                   f"backend {backend}, LLM {llm_config.provider}" + (f"/{llm_config.model}" if llm_config.model else ""))
     console.print(f"[bold]task[/] {task!r}\n[bold]run folder[/] {run_dir}")
-    totals = (expected_llm_calls(w), expected_solver_runs(w))
+    totals = (expected_llm_calls(w, harness.role_agents), expected_solver_runs(w))
 
     with console.status("solving ...") as status:
         def on_node(node: Any) -> None:

@@ -170,6 +170,8 @@ class _Stop(Exception):
 class SRAgent:
     """R-C-L-K tool-calling agent over one task (see module docstring)."""
 
+    node_kind = "agent_step"  # kind of the nodes its steps record (a role agent records its role's tool steps)
+
     def __init__(
         self,
         llm: LLMClient,
@@ -401,7 +403,7 @@ class SRAgent:
             sample.candidates = self.candidates_from_results(sample.results)
             resp = sample.response
             node = self.state.add_node(
-                "agent_step",
+                self.node_kind,
                 R=it.r,
                 C=it.c,
                 L=it.l,
@@ -502,7 +504,7 @@ class SRAgent:
 
     def _record_failure(self, it: Iteration, error: str, seconds: float) -> None:
         node = self.state.add_node(
-            "agent_step",
+            self.node_kind,
             R=it.r,
             C=it.c,
             L=it.l,

@@ -94,7 +94,8 @@ class RunSRSearchTool(BaseTool):
             fields["seed"] = int(getattr(self.context, "seed", 0) or 0)
         extras = getattr(self.context, "extras", {}) or {}
         outcome = run_search(fields, self.context, backend=extras.get("backend", "operon"),
-                             limits=extras.get("plan_limits"))
+                             limits=extras.get("plan_limits"), floor=extras.get("plan_floor"),
+                             max_extra_operators=extras.get("max_extra_operators", 4))
         if outcome.error and not outcome.candidates:
             changes = f" (plan changes: {'; '.join(outcome.plan_changes)})" if outcome.plan_changes else ""
             raise RuntimeError(outcome.error + changes)
