@@ -8,12 +8,12 @@ the rows (no counter can drift after a crash). SQLite's own locking lets several
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from harness.engine.jsonio import json_restore, json_safe
 from harness.engine.sqlitedb import connect
 
 _SCHEMA = """
@@ -38,29 +38,11 @@ CREATE TABLE IF NOT EXISTS specs (
 
 
 def _dumps(obj: Any) -> str:
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return str(value)
-        if isinstance(value, dict):
-            return {str(k): clean(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [clean(v) for v in value]
-        return value
-
-    return json.dumps(clean(obj), ensure_ascii=False, default=str)
+    return json.dumps(json_safe(obj), ensure_ascii=False)
 
 
 def _loads(text: str) -> Any:
-    def restore(value: Any) -> Any:
-        if isinstance(value, str) and value in ("inf", "-inf", "nan"):
-            return float(value)
-        if isinstance(value, dict):
-            return {k: restore(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [restore(v) for v in value]
-        return value
-
-    return restore(json.loads(text))
+    return json_restore(json.loads(text))
 
 
 class EvalCache:

@@ -19,11 +19,10 @@ from optimize.settings import OptimizeSettings
 from optimize.spec import HarnessSpec
 from optimize.tasks import TaskSets, load_task_sets
 from workflows.identity import llm_identity
-from workflows.params import WorkflowParams
+from workflows.params import DEFAULT_WORKFLOW
 
 log = logging.getLogger(__name__)
 
-DEFAULT_WORKFLOW = WorkflowParams.from_tuple((0, 1, 1, 0, 0))
 LLM_CACHE_FILE = "llm_cache.db"
 
 

@@ -27,11 +27,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from optimize.cache import EvalCache
+from optimize.settings import STAGE_ORDER
 from optimize.spec import HarnessSpec
 
 log = logging.getLogger(__name__)
 
-STAGES = ("baseline", "init", "search", "refine", "freeze")
+STAGES = (*STAGE_ORDER, "freeze")  # freeze: report-only runs, paid apart from the stages
 TOP_K = 5
 # Outcomes that say nothing about the harness (the runner raised, or every model call failed: a server was down),
 # so they are not cached and a later run tries again.

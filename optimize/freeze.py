@@ -16,12 +16,12 @@ from typing import Any
 
 from harness.app.artifact import FrozenHarness
 from optimize.context import OptimizeContext
+from optimize.settings import STAGE_ORDER
 from optimize.spec import HarnessSpec
 from workflows.identity import llm_identity
 
 log = logging.getLogger(__name__)
 STAGE = "freeze"
-STAGE_ORDER = ("baseline", "init", "search", "refine")
 STAGE_TITLES = {"baseline": "seed harness", "init": "stage 1 (prompt init)", "search": "stage 2 (joint search)",
                 "refine": "stage 3 (reflective refinement)"}
 

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from optimize.runfolder import RunFolder
+from optimize.settings import STAGE_ORDER
 
-STAGES = ("baseline", "init", "search", "refine")
+STAGES = STAGE_ORDER
 TITLES = {"baseline": "seed harness", "init": "stage 1: prompt init", "search": "stage 2: joint search",
           "refine": "stage 3: refinement"}
 

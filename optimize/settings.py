@@ -11,6 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from optimize.rewrite import RewriteSettings
 
+# The optimizer's stages in order: the seed harness, then stage 1 (prompt init), 2 (joint search), 3 (refinement).
+STAGE_ORDER: tuple[str, ...] = ("baseline", "init", "search", "refine")
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -87,14 +90,14 @@ class Stage3Settings(_Model):
 
 
 class FreezeSettings(_Model):
-    evaluate: list[str] = Field(default_factory=lambda: ["baseline", "init", "search", "refine"])
+    evaluate: list[str] = Field(default_factory=lambda: list(STAGE_ORDER))
     train: bool = True
     heldout: bool = True
 
     @field_validator("evaluate")
     @classmethod
     def _known(cls, value: list[str]) -> list[str]:
-        bad = set(value) - {"baseline", "init", "search", "refine"}
+        bad = set(value) - set(STAGE_ORDER)
         if bad:
             raise ValueError(f"unknown stages {sorted(bad)}")
         return value

@@ -30,6 +30,7 @@ from optuna.storages import RDBStorage
 from optuna.study import MaxTrialsCallback
 from optuna.trial import FrozenTrial, Trial, TrialState
 
+from harness.runtime.role_agent import RoleAgentConfig
 from optimize.context import OptimizeContext
 from optimize.evaluation import StageBudgetSpent
 from optimize.feedback import discovery_feedback
@@ -38,7 +39,6 @@ from optimize.settings import Bounds, Stage2Settings
 from optimize.spec import ROLE_ORDER, HarnessSpec
 from optimize.tasks import minibatch, stable_seed
 from workflows.identity import short_hash
-from harness.runtime.role_agent import RoleAgentConfig
 from workflows.params import WorkflowParams
 from workflows.roles import ROLE_TOOLS, role_agent_settings
 

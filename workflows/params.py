@@ -10,8 +10,9 @@ from typing import Any, Literal, Sequence
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from harness.engine.vocabulary import DEFAULT_OPERATORS, OPERATORS
 from harness.runtime.role_agent import coerce_role_agents, role_calls
-from harness.sr.plan import DEFAULT_OPERATORS, OPERATORS, SearchPlan
+from harness.sr.plan import SearchPlan
 
 
 class WorkflowParams(BaseModel):
@@ -61,6 +62,9 @@ class WorkflowParams(BaseModel):
             roles.append("synthesizer")
         return roles
 
+
+# The seed harness's workflow, w = (0, 1, 1, 0, 0): one branch, Planner -> SR -> Diagnoser -> Repairer -> SR.
+DEFAULT_WORKFLOW = WorkflowParams.from_tuple((0, 1, 1, 0, 0))
 
 # Stage-1 local workflows (one per role being optimised), see docs/CONTRACTS.md.
 LOCAL_WORKFLOWS: dict[str, WorkflowParams] = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from harness.engine.vocabulary import PROMPT_FUNCTIONS
 from harness.tools.base import bound_text
 from workflows.roles import format_text
 
@@ -23,7 +24,7 @@ INSTRUCTION_CHARS = 3000
 FRAME_INTRO = "You are one role of a symbolic regression team looking for the equation of the target below."
 GRAMMAR_NOTE = (
     "Equations: over the input names only, with free constants c0, c1, ... (fitted later), numbers, "
-    "+ - * / ** and sin, cos, tan, exp, log, sqrt, abs, tanh. No target name, no '='."
+    f"+ - * / ** and {', '.join(PROMPT_FUNCTIONS)}. No target name, no '='."
 )
 
 

@@ -27,7 +27,6 @@ ROLE_TOOLS: dict[str, tuple[str, ...]] = {
     "synthesizer": ("evaluate_expression",),
 }
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
-DEFAULT_HARNESS_FILE = Path(__file__).resolve().parent.parent / "harness" / "data" / "default_harness.json"
 
 Op = Annotated[str, StringConstraints(max_length=12)]
 Sentence = Annotated[str, StringConstraints(max_length=200)]
@@ -51,7 +50,7 @@ class RoleOutput(BaseModel):
             prop.pop("default", None)
             prop.pop("description", None)  # described in the prompt's format text instead
         if "operators" in schema.get("properties", {}):  # a grammar-constrained model can only pick real names
-            from harness.sr.plan import OPERATORS
+            from harness.engine.vocabulary import OPERATORS
 
             schema["properties"]["operators"]["items"]["enum"] = list(OPERATORS)
         schema["required"] = list(schema.get("properties", {}))
@@ -228,13 +227,11 @@ def fallback_output(role: str) -> RoleOutput:
 
 
 def default_prompts() -> dict[str, str]:
-    """Our role instructions: ``prompts/<role>.md`` in the source tree, else the shipped default harness."""
-    if all((PROMPTS_DIR / f"{r}.md").is_file() for r in ROLE_NAMES):
-        return {r: (PROMPTS_DIR / f"{r}.md").read_text(encoding="utf-8").strip() for r in ROLE_NAMES}
-    if DEFAULT_HARNESS_FILE.is_file():  # installed without the prompts/ folder
-        prompts = json.loads(DEFAULT_HARNESS_FILE.read_text(encoding="utf-8"))["prompts"]
-        return {r: prompts[r] for r in ROLE_NAMES}
-    raise FileNotFoundError(f"no role prompts found in {PROMPTS_DIR} or {DEFAULT_HARNESS_FILE}")
+    """Our role instructions: ``workflows/prompts/<role>.md`` (package data, so installed copies have them)."""
+    missing = [r for r in ROLE_NAMES if not (PROMPTS_DIR / f"{r}.md").is_file()]
+    if missing:
+        raise FileNotFoundError(f"no prompt file for role(s) {missing} in {PROMPTS_DIR}; reinstall harness-sr")
+    return {r: (PROMPTS_DIR / f"{r}.md").read_text(encoding="utf-8").strip() for r in ROLE_NAMES}
 
 
 def role_agent_settings(raw: Any) -> dict[str, RoleAgentConfig]:

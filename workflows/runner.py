@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from harness.engine.candidates import Candidate, select_best
-from harness.sr.tools import RunSRSearchTool
 from harness.engine.context import (
     AgentContext,
     Budget,
@@ -32,6 +31,7 @@ from harness.engine.context import (
 )
 from harness.runtime.role_agent import RoleAgent, RoleAgentConfig
 from harness.runtime.state import SearchRunState
+from harness.sr.tools import RunSRSearchTool
 from workflows.params import (
     SRSettings,
     WorkflowParams,

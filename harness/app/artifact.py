@@ -29,13 +29,13 @@ from pydantic import (
 
 from harness.engine.jsonio import json_safe, write_text_atomic
 from harness.runtime.role_agent import RoleAgentConfig
-from workflows.params import SRSettings, WorkflowParams
+from harness.sr.backends import backend_names
 from workflows.identity import harness_identity, identity_digest, llm_identity
+from workflows.params import DEFAULT_WORKFLOW, SRSettings, WorkflowParams
 from workflows.roles import role_agent_settings
 
 SCHEMA_VERSION = 1
 DEFAULT_HARNESS_FILE = Path(__file__).resolve().parents[1] / "data" / "default_harness.json"
-DEFAULT_WORKFLOW = (0, 1, 1, 0, 0)
 # The shipped harness's engine settings, chosen for a 2-core CPU on the synthetic suite's training templates
 # (scripts/bench_harness.py --split train): they are the floor every guided SR run searches at least. An "edge"
 # validation split was tried there and hurt (the engine loses the most informative rows), so it stays "random".
@@ -44,7 +44,6 @@ DEFAULT_SR_SETTINGS: dict[str, Any] = {
     "selection": "parsimony", "selection_tolerance": 0.5, "valid_split": "random",
 }
 DEFAULT_LLM = {"provider": "local", "model": "qwen2.5-coder-1.5b-instruct", "temperature": 0.7, "max_tokens": 384}
-BACKENDS = ("operon", "pysr", "llm", "hybrid", "auto")
 
 _SECRET_KEY = re.compile(
     r"^(.*[_-])?(api[_-]?key|apikey|secret|secret[_-]?key|password|passwd|token|access[_-]?token|auth[_-]?token|"
@@ -134,8 +133,8 @@ class FrozenHarness(BaseModel):
     @field_validator("backend")
     @classmethod
     def _backend(cls, v: str) -> str:
-        if v not in BACKENDS:
-            raise ValueError(f"unknown SR backend {v!r}; choose one of {', '.join(BACKENDS)}")
+        if v not in backend_names():
+            raise ValueError(f"unknown SR backend {v!r}; choose one of {', '.join(backend_names())}")
         return v
 
     @field_validator("sr_settings")

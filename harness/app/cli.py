@@ -16,7 +16,13 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.app.cli_support import load_task, plain, quiet_http_logs, refuse_pasted_keys, run_dir_of
+from harness.app.cli_support import (
+    load_task,
+    plain,
+    quiet_http_logs,
+    refuse_pasted_keys,
+    run_dir_of,
+)
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 

@@ -43,6 +43,13 @@ import numpy as np
 import sympy
 from sympy.printing.str import StrPrinter
 
+from harness.engine.vocabulary import (
+    BINARY_FUNCTIONS,
+    FUNCTION_ALIASES,
+    UNARY_FUNCTIONS,
+    grammar_functions,
+)
+
 __all__ = ["ExpressionError", "Expression", "parse_expression", "ALLOWED_FUNCTIONS"]
 
 MAX_TEXT_CHARS = 5000
@@ -56,35 +63,16 @@ class ExpressionError(ValueError):
     """Raised for text that is not an allowed expression; the message names the culprit."""
 
 
-def _square(a: sympy.Expr) -> sympy.Expr:
-    return sympy.Pow(a, 2)
-
-
-def _cube(a: sympy.Expr) -> sympy.Expr:
-    return sympy.Pow(a, 3)
-
-
 _UNARY: dict[str, Callable[[sympy.Expr], sympy.Expr]] = {
-    "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan,
-    "exp": sympy.exp, "log": sympy.log, "sqrt": sympy.sqrt, "abs": sympy.Abs,
-    "tanh": sympy.tanh, "sinh": sympy.sinh, "cosh": sympy.cosh,
-    "arcsin": sympy.asin, "arccos": sympy.acos, "arctan": sympy.atan,
-    "asin": sympy.asin, "acos": sympy.acos, "atan": sympy.atan,
-    "square": _square, "cube": _cube,
-    # numpy spellings and sympy's printed name for abs
-    "absolute": sympy.Abs, "Abs": sympy.Abs,
+    **{name: fn for name, (fn, _) in UNARY_FUNCTIONS.items()},
+    **{alias: UNARY_FUNCTIONS[name][0] for alias, name in FUNCTION_ALIASES.items()},
 }
 _FLOAT_FUNCS: dict[str, Callable[[np.float64], np.float64]] = {
-    "sin": np.sin, "cos": np.cos, "tan": np.tan, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
-    "abs": np.abs, "absolute": np.abs, "Abs": np.abs, "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh,
-    "arcsin": np.arcsin, "arccos": np.arccos, "arctan": np.arctan,
-    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+    name: getattr(np, np_name) for name, (_, np_name) in UNARY_FUNCTIONS.items() if np_name is not None
 }
-_BINARY: dict[str, Callable[[sympy.Expr, sympy.Expr], sympy.Expr]] = {"pow": sympy.Pow, "power": sympy.Pow}
-ALLOWED_FUNCTIONS: tuple[str, ...] = (
-    "sin", "cos", "tan", "exp", "log", "sqrt", "abs", "tanh", "sinh", "cosh",
-    "arcsin", "arccos", "arctan", "asin", "acos", "atan", "pow", "square", "cube",
-)
+_FLOAT_FUNCS.update({alias: _FLOAT_FUNCS[name] for alias, name in FUNCTION_ALIASES.items() if name in _FLOAT_FUNCS})
+_BINARY: dict[str, Callable[[sympy.Expr, sympy.Expr], sympy.Expr]] = {name: sympy.Pow for name in BINARY_FUNCTIONS}
+ALLOWED_FUNCTIONS: tuple[str, ...] = grammar_functions()
 _NUMPY_PREFIXES = ("np", "numpy")
 _RESERVED = set(_UNARY) | set(_BINARY) | {"pi", "params", "np", "numpy"}
 _PARAM_RE = re.compile(r"c(\d+)\Z")
@@ -479,11 +467,9 @@ def parse_expression(text: str, variables: Sequence[str], *, constants_as_params
 
 # ----------------------------------------------------------------------------- compiling
 
-_NP_FUNCS: dict[type, str] = {
-    sympy.sin: "sin", sympy.cos: "cos", sympy.tan: "tan", sympy.exp: "exp", sympy.log: "log",
-    sympy.Abs: "abs", sympy.tanh: "tanh", sympy.sinh: "sinh", sympy.cosh: "cosh",
-    sympy.asin: "arcsin", sympy.acos: "arccos", sympy.atan: "arctan", sympy.sign: "sign",
-}
+_NP_FUNCS: dict[type, str] = {fn: np_name for fn, np_name in UNARY_FUNCTIONS.values()
+                               if isinstance(fn, type) and np_name is not None}  # sqrt is a Pow in sympy
+_NP_FUNCS[sympy.sign] = "sign"
 
 
 class _Codegen:

@@ -17,6 +17,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from harness.engine.vocabulary import grammar_functions
+
 __all__ = ["Split", "Task", "TaskError", "RESERVED_NAMES", "MIN_TRAIN_ROWS", "check_name", "safe_identifier"]
 
 MIN_TRAIN_ROWS = 10
@@ -32,7 +34,7 @@ RESERVED_NAMES: frozenset[str] = frozenset(
     pi e E inf nan Inf NaN euler_gamma
     params np numpy math sympy
     """.split()
-)
+) | frozenset(grammar_functions())
 _PARAM_NAME = re.compile(r"^c\d+$")
 
 

@@ -30,6 +30,7 @@ import sympy
 from harness.engine.candidates import Candidate
 from harness.engine.context import AgentContext, evaluate_candidate
 from harness.engine.expression import Expression, ExpressionError, parse_expression
+from harness.engine.vocabulary import OPERATORS
 from harness.sr.backends import BackendUnavailable, EngineRun
 from harness.sr.plan import SearchPlan, operators_in
 
@@ -44,10 +45,8 @@ REFIT_SECONDS = 1.0  # per front model; the GP's constants are a good start, so 
 
 # plan vocabulary -> Operon primitive (only those whose printed form the expression engine parses back)
 OPERON_SYMBOLS: dict[str, str] = {
-    "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow",
-    "sin": "sin", "cos": "cos", "tan": "tan", "exp": "exp", "log": "log", "sqrt": "sqrt", "abs": "abs",
-    "tanh": "tanh", "sinh": "sinh", "cosh": "cosh", "asin": "asin", "acos": "acos", "atan": "atan",
-    "square": "square", "cube": "square", "inv": "div", "neg": "sub",
+    **{op: op for op in OPERATORS if op not in ("cube", "inv", "neg")},
+    "cube": "square", "inv": "div", "neg": "sub",  # Operon has no cube/inv/neg; these reach them by search
 }
 
 # extras a plan may pass through to the regressor, with the bounds they are clipped to

@@ -18,6 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.engine.expression import ExpressionError, parse_expression
 from harness.engine.task import RESERVED_NAMES
+from harness.engine.vocabulary import (
+    BASE_OPERATORS,
+    BINARY_OPERATORS,
+    DEFAULT_OPERATORS,
+    OPERATOR_ALIASES,
+    OPERATORS,
+    UNARY_OPERATORS,
+    sympy_function_names,
+)
 
 __all__ = [
     "OPERATORS",
@@ -32,32 +41,7 @@ __all__ = [
     "operators_in",
 ]
 
-BINARY_OPERATORS: tuple[str, ...] = ("add", "sub", "mul", "div", "pow")
-UNARY_OPERATORS: tuple[str, ...] = (
-    "sin", "cos", "tan", "exp", "log", "sqrt", "abs", "tanh", "sinh", "cosh",
-    "asin", "acos", "atan", "square", "cube", "inv", "neg",
-)
-OPERATORS: tuple[str, ...] = BINARY_OPERATORS + UNARY_OPERATORS
-DEFAULT_OPERATORS: tuple[str, ...] = ("add", "sub", "mul", "div", "sin", "cos", "exp", "log", "sqrt", "square")
-_BASE_BINARY = ("add", "sub", "mul", "div")
-
-# Spellings models actually write (PySR/Julia symbols, numpy names, words).
-_OPERATOR_ALIASES: dict[str, str] = {
-    "+": "add", "plus": "add", "sum": "add", "addition": "add",
-    "-": "sub", "minus": "sub", "subtract": "sub", "subtraction": "sub",
-    "*": "mul", "mult": "mul", "times": "mul", "multiply": "mul", "multiplication": "mul", "prod": "mul",
-    "/": "div", "divide": "div", "division": "div", "truediv": "div",
-    "^": "pow", "**": "pow", "power": "pow", "powabs": "pow",
-    "arcsin": "asin", "arccos": "acos", "arctan": "atan", "ln": "log", "log_abs": "log", "logabs": "log",
-    "sqrt_abs": "sqrt", "sqrtabs": "sqrt", "absolute": "abs", "fabs": "abs",
-    "sq": "square", "pow2": "square", "cb": "cube", "pow3": "cube", "reciprocal": "inv", "negate": "neg",
-}
-
-# sympy function class names -> vocabulary, for operators_in().
-_SYMPY_FUNCS: dict[str, str] = {
-    "sin": "sin", "cos": "cos", "tan": "tan", "exp": "exp", "log": "log", "Abs": "abs", "tanh": "tanh",
-    "sinh": "sinh", "cosh": "cosh", "asin": "asin", "acos": "acos", "atan": "atan",
-}
+_SYMPY_FUNCS: dict[str, str] = sympy_function_names()  # sympy function class names -> vocabulary
 
 
 class PlanLimits(BaseModel):
@@ -301,19 +285,19 @@ def _operators(value: Any, changes: _Changes) -> list[str]:
             t = token.strip().strip("'\"").lower()
             t = re.sub(r"\(.*\)$", "", t) or t  # 'sin(x)' -> 'sin'
             t = t.removeprefix("np.").removeprefix("numpy.")
-            name = _OPERATOR_ALIASES.get(t, t)
+            name = OPERATOR_ALIASES.get(t, t)
             if name not in OPERATORS:
                 changes.note(f"dropped unknown operator {token[:30]!r} (known: {', '.join(OPERATORS)})")
                 continue
             if name not in names:
                 names.append(name)
-    missing = [b for b in _BASE_BINARY if b not in names]
+    missing = [b for b in BASE_OPERATORS if b not in names]
     if not names:
         changes.note("no usable operators given; using the default operators")
         return list(DEFAULT_OPERATORS)
     if missing:
         changes.note(f"added the basic arithmetic operators {', '.join(missing)} (every search needs them)")
-        names = list(_BASE_BINARY) + [n for n in names if n not in _BASE_BINARY]
+        names = list(BASE_OPERATORS) + [n for n in names if n not in BASE_OPERATORS]
     return names
 
 

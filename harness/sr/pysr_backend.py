@@ -17,6 +17,7 @@ import numpy as np
 
 from harness.engine.context import AgentContext
 from harness.engine.expression import parse_expression
+from harness.engine.vocabulary import UNARY_OPERATORS
 from harness.sr.backends import BackendUnavailable, EngineRun
 from harness.sr.operon_backend import (
     compute_features,
@@ -37,11 +38,7 @@ INSTALL_HINT = (
 )
 
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "^"}
-_UNARY = {
-    "sin": "sin", "cos": "cos", "tan": "tan", "exp": "exp", "log": "log", "sqrt": "sqrt", "abs": "abs",
-    "tanh": "tanh", "sinh": "sinh", "cosh": "cosh", "asin": "asin", "acos": "acos", "atan": "atan",
-    "square": "square", "cube": "cube", "inv": "inv", "neg": "neg",
-}
+_UNARY = {op: op for op in UNARY_OPERATORS}
 # extras a plan may pass through, with their types
 _EXTRAS: dict[str, type] = {"populations": int, "parsimony": float, "ncycles_per_iteration": int,
                             "weight_optimize": float, "adaptive_parsimony_scaling": float}

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.engine.candidates import Candidate
 from harness.engine.context import evaluate_candidate
+from harness.engine.vocabulary import operator_list_text
 from harness.sr.backends import run_search
 from harness.tools.base import TOOLS, BaseTool, bound_text
 
@@ -52,7 +53,9 @@ class RunSRSearchTool(BaseTool):
     def tool_parameters(cls) -> dict[str, Any]:
         # Unknown keys are tolerated here and reported back by validate_plan, so a small model's extra
         # fields do not cost it the whole call.
-        return {**super().tool_parameters(), "additionalProperties": True}
+        schema = {**super().tool_parameters(), "additionalProperties": True}
+        schema["properties"]["operators"]["description"] = f"Operators to use, from {operator_list_text()}."
+        return schema
 
     def execute(
         self,
@@ -72,7 +75,7 @@ class RunSRSearchTool(BaseTool):
         """Search for equations with the SR engine, guided by a plan. Every field is optional.
 
         Args:
-            operators: Operators to use, from add sub mul div pow sin cos tan exp log sqrt abs tanh square cube.
+            operators: Operators to use (the vocabulary is filled in from harness.engine.vocabulary).
             max_length: Largest equation size in nodes (5-60).
             time_budget: Seconds the engine may run.
             seeds: Hypotheses to start from, e.g. "c0*x*exp(-c1*t)" (inputs, c0..cN, numbers).
