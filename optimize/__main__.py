@@ -25,6 +25,16 @@ def _plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if node is not None else {}
 
 
+def register_config_bases() -> None:
+    """Hydra's ``base`` entries from the models: llm, backend (harness.app.config_store) and optimize."""
+    from hydra.core.config_store import ConfigStore
+
+    from harness.app.config_store import defaults_of, register_bases
+
+    register_bases()
+    ConfigStore.instance().store(group="optimize", name="base", node=defaults_of(OptimizeSettings))
+
+
 @hydra.main(config_path="pkg://harness.conf", config_name="optimize", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
     from harness.app.cli_support import quiet_http_logs
@@ -62,4 +72,5 @@ if __name__ == "__main__":
     if refused:
         print(f"error: {refused}", file=sys.stderr)
         sys.exit(2)
+    register_config_bases()
     main()

@@ -186,11 +186,17 @@ def test_presets_compose_and_validate(preset):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
+    from optimize.__main__ import register_config_bases
     from optimize.settings import OptimizeSettings
 
+    register_config_bases()
     with initialize_config_dir(config_dir=str(REPO / "harness" / "conf"), version_base="1.3"):
         cfg = compose(config_name="optimize", overrides=[f"optimize={preset}"])
     settings = OptimizeSettings.model_validate(OmegaConf.to_container(cfg.optimize, resolve=True))
+    # the preset only overrides: everything it does not name is the model's own default
+    preset_file = REPO / "harness" / "conf" / "optimize" / f"{preset}.yaml"
+    assert "heartbeat_interval" not in preset_file.read_text()
+    assert settings.stage2.heartbeat_interval == OptimizeSettings().stage2.heartbeat_interval
     assert cfg.llm.provider == "local" and cfg.backend.name == "operon" and cfg.benchmark.name == "synthetic"
     if preset == "paper":
         s1 = settings.stage1

@@ -23,6 +23,7 @@ from harness.app.cli_support import (
     refuse_pasted_keys,
     run_dir_of,
 )
+from harness.app.config_store import register_bases
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     config_name, fn = COMMANDS[name]
     outcome: dict[str, int] = {}
+    register_bases()  # the config groups' `base` entries: the pydantic models' defaults
 
     @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=config_name)
     def app(cfg: DictConfig) -> None:
