@@ -9,7 +9,7 @@ __all__ = ["FrozenHarness", "HarnessRegressor", "Solution", "ArtifactError"]
 
 _LAZY = {
     "FrozenHarness": "harness.app.artifact",
-    "Solution": "harness.app.artifact",
+    "Solution": "harness.app.solution",
     "ArtifactError": "harness.app.artifact",
     "HarnessRegressor": "harness.app.regressor",
 }

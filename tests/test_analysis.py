@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from harness.engine import analysis
+from harness.engine import analysis, residuals
 from harness.engine.context import AgentContext
 from harness.engine.task import Split, Task
 from harness.tools.analysis_tools import ANALYSIS_TOOLS, TEXT_LIMIT
@@ -118,7 +118,7 @@ def test_residual_analysis_flags_missing_term_input():
     rng = np.random.default_rng(7)
     X = rng.uniform(-1, 1, (400, 2))
     y = X[:, 0] + X[:, 1] ** 2  # the candidate below lacks the x2^2 term
-    out = analysis.residual_analysis(X, y, X[:, 0] + np.mean(X[:, 1] ** 2), ["x1", "x2"])
+    out = residuals.residual_analysis(X, y, X[:, 0] + np.mean(X[:, 1] ** 2), ["x1", "x2"])
     assert out["trend"]["x2"]["flagged"] and out["trend"]["x2"]["eta2"] > 0.8
     assert not out["trend"]["x1"]["flagged"]
     assert len(out["trend"]["x2"]["bin_mean_resid"]) == 8
@@ -130,15 +130,15 @@ def test_residual_analysis_heteroscedasticity_and_exact_fit():
     rng = np.random.default_rng(8)
     x = rng.uniform(1, 10, (500, 1))
     y = x[:, 0] * (1 + 0.2 * rng.normal(size=500))  # noise grows with x
-    out = analysis.residual_analysis(x, y, x[:, 0], ["x"])
+    out = residuals.residual_analysis(x, y, x[:, 0], ["x"])
     assert out["heteroscedasticity"]["abs_resid_vs_x"] > 0.3
-    exact = analysis.residual_analysis(x, x[:, 0], x[:, 0], ["x"])
+    exact = residuals.residual_analysis(x, x[:, 0], x[:, 0], ["x"])
     assert "exact" in exact["summary"] and not exact["trend"]["x"]["flagged"]
 
 
 # -- residual_report (needs the engine) -------------------------------------------------------------------------
 def test_residual_report_drop_one_and_id_ood(context):
-    rep = analysis.residual_report("c0*x1 + c1 + c2*sin(x2)", context)
+    rep = residuals.residual_report("c0*x1 + c1 + c2*sin(x2)", context)
     assert rep["residuals"]["trend"]["x2"]["flagged"]  # x2^2 is missing; sin(x2) cannot stand in for it
     drops = {d["term"]: d for d in rep["drop_one"]["terms"]}
     assert len(drops) == 3
@@ -154,7 +154,7 @@ def test_residual_report_accepts_candidate(context):
     from harness.engine.context import evaluate_candidate
 
     cand = evaluate_candidate("c0*x1 + c1*x2**2", context)
-    rep = analysis.residual_report(cand, context, drop_terms=False)
+    rep = residuals.residual_report(cand, context, drop_terms=False)
     assert "drop_one" not in rep
     assert not any(v["flagged"] for v in rep["residuals"]["trend"].values())
 

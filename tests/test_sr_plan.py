@@ -13,8 +13,8 @@ from harness.sr.plan import (
     SearchPlan,
     default_plan,
     operators_in,
-    validate_plan,
 )
+from harness.sr.plan_validation import validate_plan
 
 VARS = ["x", "v"]
 

@@ -267,7 +267,8 @@ def test_missing_prompt_is_refused(task) -> None:
 # -- guidance only widens the search ------------------------------------------------------------------------------
 def test_a_shrinking_plan_still_searches_the_harness_space() -> None:
     """A plan asking for length 3, arithmetic only, a tiny population and no time gets the harness's floor."""
-    from harness.sr.plan import DEFAULT_OPERATORS, validate_plan
+    from harness.sr.plan import DEFAULT_OPERATORS
+    from harness.sr.plan_validation import validate_plan
 
     floor = SRSettings(time_budget=7, population_size=300, max_length=25, max_depth=9).floor()
     plan, changes = validate_plan({"max_length": 3, "max_depth": 2, "operators": ["add", "sub", "mul", "div"],

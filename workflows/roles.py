@@ -3,7 +3,7 @@
 Schemas are deliberately flat and bounded (every string has ``maxLength``, every array ``maxItems``): small local
 models decode under a grammar built from the schema and loop forever on unbounded fields. Parsing is tolerant
 (extra keys ignored, long lists and strings cut, out-of-range numbers clamped) because a role's output is advice, not a contract;
-``harness.sr.plan.validate_plan`` makes the final plan runnable.
+``harness.sr.plan_validation.validate_plan`` makes the final plan runnable.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +31,15 @@ from harness.engine.context import (
 from harness.runtime.role_agent import RoleAgent, RoleAgentConfig
 from harness.runtime.state import SearchRunState
 from harness.sr.tools import RunSRSearchTool
+from workflows.evidence import (
+    Branch,
+    analysis_evidence,
+    describe,
+    residual_evidence,
+    shared_results,
+    short_equation,
+    with_term,
+)
 from workflows.params import (
     SRSettings,
     WorkflowParams,
@@ -104,67 +112,6 @@ class _SolverBudget:
         reason = self.exhausted()
         if reason:
             raise BudgetExhausted(reason)
-
-
-@dataclass
-class _Branch:
-    """One line of search: its current plan, history lines for its prompts, and the candidates it found."""
-
-    index: int
-    label: str
-    plan: PlanOutput | None = None
-    history: list[str] = field(default_factory=list)
-    candidates: list[Candidate] = field(default_factory=list)
-    last_node: int | None = None
-    steps: int = 0
-
-    def best(self) -> Candidate | None:
-        return select_best(self.candidates)
-
-
-_LONG_NUMBER = re.compile(r"(?<![\w.])\d+\.\d{5,}(?:[eE][-+]?\d+)?")
-
-
-def short_equation(equation: str, limit: int = 200) -> str:
-    """The equation with constants rounded to 4 significant digits (prompts need the form, not the digits)."""
-    text = _LONG_NUMBER.sub(lambda m: f"{float(m.group(0)):.4g}", equation)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def with_term(base: str, term: str, variables: list[str]) -> str | None:
-    """``base + term`` with the term's constants renumbered after the base's (a term without one gets one).
-
-    Why: the Diagnoser names missing terms; adding them to the best equation is mechanical, so the repair run
-    gets these hypotheses even when the Repairer's own answer is poor. ``None`` if either does not parse.
-    """
-    import sympy
-
-    from harness.engine.expression import Expression, ExpressionError, parse_expression
-
-    try:
-        b = parse_expression(base, variables)
-        t = parse_expression(term, variables)
-    except ExpressionError:
-        return None
-    if not any(s.name in variables for s in t.sympy.free_symbols):
-        return None  # a bare constant adds nothing the fit does not already have
-    params = {s.name: s for s in t.sympy.free_symbols if s.name in t.parameters}
-    shift = len(b.parameters)
-    mapping = {params[p]: sympy.Symbol(f"c{shift + i}", **params[p].assumptions0) for i, p in enumerate(t.parameters)}
-    extra = t.sympy.xreplace(mapping)
-    if not t.parameters:
-        extra = sympy.Symbol(f"c{shift}", real=True) * extra
-    try:
-        return str(Expression(b.sympy + extra, b.variables))
-    except (ExpressionError, ValueError, TypeError):
-        return None
-
-
-def _describe(cand: Candidate | None) -> str:
-    if cand is None:
-        return "no usable equation"
-    eq = short_equation(cand.equation)
-    return f"{eq}  [valid NMSE {cand.metric('valid'):.3g}, train NMSE {cand.metric('train'):.3g}, complexity {cand.complexity}]"
 
 
 def _coerce_budget(budget: Budget | BudgetTracker | dict[str, Any] | None) -> BudgetTracker:
@@ -275,7 +222,7 @@ class _WorkflowRun:
 
     # -- steps ----------------------------------------------------------------------------------------------
     def role_call(
-        self, role: str, branch: _Branch | None, *, mode: str = "", parent: int | None = None,
+        self, role: str, branch: Branch | None, *, mode: str = "", parent: int | None = None,
         fallback: RoleOutput | None = None, **parts: Any,
     ) -> RoleOutput | None:
         """One activation of ``role``, run by the runtime's role agent (tool steps, K answers ranked by how their
@@ -298,7 +245,7 @@ class _WorkflowRun:
             branch.steps += 1
         return out
 
-    def rank_output(self, out: RoleOutput, branch: _Branch | None) -> float:
+    def rank_output(self, out: RoleOutput, branch: Branch | None) -> float:
         """How good an answer looks by what it proposes, fitted now: the best validation NMSE among its hypotheses
         (a Diagnoser's missing terms added to the branch's best equation); inf when it proposes nothing that fits."""
         from harness.engine.expression import ExpressionError
@@ -338,7 +285,7 @@ class _WorkflowRun:
             kept.append(cand)
         return kept, notes
 
-    def sr_step(self, branch: _Branch, plan: PlanOutput, step: str) -> Candidate | None:
+    def sr_step(self, branch: Branch, plan: PlanOutput, step: str) -> Candidate | None:
         """Screen the plan's hypotheses, widen the plan to the harness's floor and run the engine; the branch
         keeps what it finds."""
         s = self.settings
@@ -392,70 +339,13 @@ class _WorkflowRun:
         if error:
             branch.history.append(f"SR run ({step}) failed: {error[:200]}")
         else:
-            branch.history.append(f"SR run ({step}): best {_describe(found)}")
+            branch.history.append(f"SR run ({step}): best {describe(found)}")
         return found
-
-    # -- evidence -------------------------------------------------------------------------------------------
-    def analysis_evidence(self) -> str:
-        """Deterministic data analyses of the training data, one short summary each."""
-        from harness.engine import analysis
-
-        X, y, names = self.ctx.train.X, self.ctx.train.y, self.ctx.variables
-        checks = {
-            "summary statistics": lambda: analysis.summary_statistics(X, y, names, self.task.target_name),
-            "correlations": lambda: analysis.correlations(X, y, names),
-            "monotonicity": lambda: analysis.monotonicity(X, y, names),
-            "periodicity": lambda: analysis.periodicity(X, y, names),
-            "power law": lambda: analysis.power_law(X, y, names),
-        }
-        lines = []
-        for label, fn in checks.items():
-            try:
-                lines.append(f"- {label}: {fn().get('summary', '')}")
-            except Exception as exc:  # one failing analysis must not cost the others
-                lines.append(f"- {label}: not available ({type(exc).__name__})")
-        return "\n".join(lines)
-
-    def residual_evidence(self, branch: _Branch) -> str:
-        """Residual diagnostics of the branch's best candidate (train+valid only: test metrics never leak)."""
-        best = branch.best()
-        if best is None:
-            return "The branch has no usable equation yet (the SR runs failed or found nothing finite)."
-        from harness.engine.analysis import residual_report
-
-        lines = [f"Best equation: {_describe(best)}"]
-        try:
-            report = residual_report(best, self.ctx)
-        except Exception as exc:
-            return "\n".join(lines + [f"Residual diagnostics failed: {type(exc).__name__}: {exc}"[:300]])
-        res = report.get("residuals", {})
-        lines.append("Residuals: " + str(res.get("summary", "")))
-        trends = res.get("trend", {})
-        for name, t in list(trends.items())[:8]:
-            lines.append(f"- vs {name}: spearman {t.get('spearman')}, eta2 {t.get('eta2')}"
-                         + (" (flagged)" if t.get("flagged") else ""))
-        drops = report.get("drop_one", {}).get("terms", [])
-        if drops:
-            lines.append("Drop-one refits (term: relative change of valid NMSE): " + "; ".join(
-                f"{d['term']}: {d.get('rel_change', d.get('error', '?'))}" for d in drops[:6]))
-        return "\n".join(lines)
-
-    def shared_results(self, branches: list[_Branch], viewer: _Branch | None = None) -> str:
-        """What every branch has found so far, for discussion and synthesis (bounded by the prompt builder)."""
-        lines = []
-        for br in branches:
-            who = " (this branch)" if br is viewer else ""
-            plan = br.plan.summary(200) if br.plan else "no plan"
-            lines.append(f"{br.label}{who}: plan {plan}; best {_describe(br.best())}")
-        top = list(dict.fromkeys(_describe(c) for c in self.state.top(6)))[:3]
-        if top:
-            lines.append("Overall best: " + " | ".join(top))
-        return "\n".join(lines)
 
     # -- phases ---------------------------------------------------------------------------------------------
     def analyst(self) -> None:
-        evidence = self.analysis_evidence()
-        pseudo = _Branch(index=-1, label="analyst")
+        evidence = analysis_evidence(self.ctx, self.task.target_name)
+        pseudo = Branch(index=-1, label="analyst")
         out = self.role_call("analyst", pseudo, evidence=evidence)
         self.analyst_node = pseudo.last_node
         if isinstance(out, AnalystOutput):
@@ -466,7 +356,7 @@ class _WorkflowRun:
                 parts.append("Suggested hypotheses: " + "; ".join(out.hypotheses))
             self.findings = "\n".join(f"- {p}" for p in parts)
 
-    def branch_start(self, br: _Branch) -> None:
+    def branch_start(self, br: Branch) -> None:
         """Planner -> SR, then repair rounds of Diagnoser -> Repairer -> SR."""
         note = f"You plan {br.label} of {self.params.branches}." + (
             " Explore a different form than the other branches would." if self.params.branches > 1 else "")
@@ -480,7 +370,7 @@ class _WorkflowRun:
         if self.sr_step(br, plan, "initial") is None and self.stopped:
             return
         for r in range(self.params.repair_rounds):
-            evidence = self.residual_evidence(br)
+            evidence = residual_evidence(self.ctx, br)
             diag = self.role_call("diagnoser", br, mode=f"repair {r + 1}", parent=br.last_node,
                                   evidence=evidence, history=br.history)
             if diag is None:
@@ -488,7 +378,7 @@ class _WorkflowRun:
             assert isinstance(diag, DiagnosisOutput)
             br.history.append(f"diagnoser: {diag.summary()}")
             evidence = (f"Diagnosis: {diag.summary(600)}\nEvidence cited: {'; '.join(diag.evidence)[:400]}\n"
-                        f"Current plan: {br.plan.summary()}\nBest equation: {_describe(br.best())}")
+                        f"Current plan: {br.plan.summary()}\nBest equation: {describe(br.best())}")
             plan = self.role_call("repairer", br, mode=f"repair {r + 1}", parent=br.last_node, evidence=evidence,
                                   history=br.history, fallback=br.plan)
             if plan is None:
@@ -504,7 +394,7 @@ class _WorkflowRun:
             if self.sr_step(br, plan, f"repair {r + 1}") is None and self.stopped:
                 return
 
-    def branch_discuss(self, br: _Branch, round_no: int, shared: str) -> None:
+    def branch_discuss(self, br: Branch, round_no: int, shared: str) -> None:
         """One discussion update: the Planner sees every branch's results and revises this branch's plan."""
         plan = self.role_call("planner", br, mode="discussion", parent=br.last_node, findings=self.findings,
                               history=br.history, shared=shared, fallback=br.plan)
@@ -515,10 +405,10 @@ class _WorkflowRun:
         br.history.append(f"planner (discussion {round_no}): {plan.summary()}")
         self.sr_step(br, plan, f"discussion {round_no}")
 
-    def synthesize(self, branches: list[_Branch]) -> None:
-        synth = _Branch(index=len(branches), label="synthesis")
+    def synthesize(self, branches: list[Branch]) -> None:
+        synth = Branch(index=len(branches), label="synthesis")
         synth.candidates = [c for br in branches for c in br.candidates]
-        plan = self.role_call("synthesizer", synth, findings=self.findings, shared=self.shared_results(branches))
+        plan = self.role_call("synthesizer", synth, findings=self.findings, shared=shared_results(self.state, branches))
         if plan is None:
             return
         assert isinstance(plan, PlanOutput)
@@ -528,7 +418,7 @@ class _WorkflowRun:
     def run(self) -> WorkflowResult:
         t0 = time.perf_counter()
         p = self.params
-        branches = [_Branch(index=i, label=f"branch {i + 1}") for i in range(p.branches)]
+        branches = [Branch(index=i, label=f"branch {i + 1}") for i in range(p.branches)]
         status, crash = STATUS_COMPLETED, None
         try:
             if p.use_analyst:
@@ -537,7 +427,7 @@ class _WorkflowRun:
             for d in range(1, p.discussion_rounds + 1):
                 if self.stopped:
                     break
-                snapshot = {br.index: self.shared_results(branches, br) for br in branches}
+                snapshot = {br.index: shared_results(self.state, branches, br) for br in branches}
                 self._parallel(branches, lambda br, d=d: self.branch_discuss(br, d, snapshot[br.index]))
             if p.use_synthesizer and not self.stopped:
                 self.synthesize(branches)
@@ -560,10 +450,10 @@ class _WorkflowRun:
             run_dir=self.state.run_dir, errors=list(self.errors), stop_reason=self.stop_reason, state=self.state,
         )
 
-    def _parallel(self, branches: list[_Branch], fn: Callable[[_Branch], None]) -> None:
+    def _parallel(self, branches: list[Branch], fn: Callable[[Branch], None]) -> None:
         """Run ``fn`` for every branch concurrently; a crashing branch is recorded, the others go on."""
 
-        def guarded(br: _Branch) -> None:
+        def guarded(br: Branch) -> None:
             try:
                 fn(br)
             except Exception as exc:

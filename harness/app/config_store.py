@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from harness.engine.context import Budget, FitSettings
 from harness.llm.config import LLMConfig
-from harness.runtime.agent import AgentConfig
+from harness.runtime.agent_config import AgentConfig
 from workflows.params import SRSettings
 
 

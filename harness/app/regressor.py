@@ -215,7 +215,7 @@ class HarnessRegressor:
         """A fitted regressor back from a solve's run folder (its ``result.json``), without solving again."""
         import json
 
-        from harness.app.artifact import Solution
+        from harness.app.solution import Solution
 
         folder = Path(run_directory)
         path = folder / "result.json" if folder.is_dir() else folder

@@ -15,48 +15,35 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, Callable
 
 from harness.engine.candidates import Candidate, dedupe
 from harness.engine.context import AgentContext, BudgetExhausted
 from harness.llm.base import LLMClient, LLMError, LLMResponse, ToolCall
 from harness.llm.protocols import BaseParser, NativeToolParser, make_parser
+from harness.runtime.agent_config import (
+    CONTINUE,
+    NUDGE,
+    PARSE_ERROR,
+    STATUS_ABORTED,
+    STATUS_BUDGET,
+    STATUS_COMPLETED,
+    STATUS_FAILED,
+    STATUS_FAILED_LLM,
+    STATUS_TARGET,
+    AgentConfig,
+    AgentResult,
+    Iteration,
+    Sample,
+)
 from harness.runtime.state import SearchRunState
 from harness.tools.base import TOOLS, BaseTool, ToolCallResult, ToolRunAbort, bound_text
 
 log = logging.getLogger(__name__)
-
-DEFAULT_SYSTEM_PROMPT = """\
-You are an expert scientist doing symbolic regression: find a compact, accurate closed-form equation for the \
-target from the input variables. Work with the tools: run the SR search to get candidate equations, evaluate \
-your own hypotheses (free constants as c0, c1, ... are fitted for you), and use the analysis tools to look at \
-the data and at residuals. Prefer simple, physically plausible equations. Every reply must call at least one tool."""
-
-NUDGE = (
-    "You did not call a tool. Call one of the tools ({tools}) to search for or evaluate equations; "
-    "write equations in the tool arguments, not in prose."
-)
-PARSE_ERROR = "Your reply could not be read as a tool call: {error}. Reply again with a well-formed tool call."
-CONTINUE = (
-    "Step {step} of {steps}. {progress}\n"
-    "Improve on the best equation: refine its structure or test a new hypothesis."
-)
-
-STATUS_COMPLETED = "completed"
-STATUS_TARGET = "target_reached"
-STATUS_BUDGET = "budget_exhausted"
-STATUS_ABORTED = "aborted"
-STATUS_FAILED_LLM = "failed_llm"
-STATUS_FAILED = "failed"
-
 
 def default_tools() -> list[str]:
     """SR search, expression evaluation, and every registered analysis tool."""
@@ -79,83 +66,6 @@ def _register_tools() -> None:
             __import__(module)
         except ImportError as exc:
             log.debug("tool module %s not available: %s", module, exc)
-
-
-class AgentConfig(BaseModel):
-    """Shape and settings of an R-C-L-K agent run."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    R: int = Field(1, ge=1, description="restarts; each is seeded with the top global candidates")
-    C: int = Field(1, ge=1, description="independent conversation branches per restart")
-    L: int = Field(3, ge=1, description="refinement steps per branch")
-    K: int = Field(1, ge=1, description="samples per step; the best one continues")
-    restart_top_k: int = Field(3, ge=0, description="candidates carried into each new restart's prompt")
-    target_nmse: float | None = Field(1e-10, description="stop once the best validation NMSE is at most this")
-    target_acc: str | None = Field(None, description="stop once this validation metric (e.g. acc_0.01) is 1")
-    tools: list[str] | None = Field(None, description="tool names; None = run_sr_search, evaluate_expression, analysis")
-    parser: Literal["native", "json", "tagged"] = "native"
-    tool_choice: Literal["auto", "required"] | None = Field(
-        None, description="native parser: 'required' makes every answer a tool call (servers that constrain "
-                          "decoding then force valid arguments: small models rarely call tools on their own)")
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    max_tool_calls_per_response: int = Field(4, ge=1)
-    temperature: float | None = 0.7
-    max_tokens: int | None = 1024
-    seed: int | None = None
-    branch_workers: int = Field(1, ge=1, description="branches of one restart run concurrently in this many threads")
-    progress_chars: int = Field(800, ge=100, description="length bound of the progress summary in prompts")
-
-
-@dataclass
-class AgentResult:
-    """What a run produced; the same facts are in ``run_dir/result.json``."""
-
-    best: Candidate | None
-    front: list[Candidate]
-    status: str
-    counts: dict[str, Any]
-    run_dir: Path | None
-    error: str | None = None
-    responses: int = 0
-    result: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Sample:
-    """One of the K responses of a step, with what its tool calls produced."""
-
-    k: int
-    response: LLMResponse
-    calls: list[ToolCall] = field(default_factory=list)
-    parse_errors: list[str] = field(default_factory=list)
-    results: list[ToolCallResult] = field(default_factory=list)
-    candidates: list[Candidate] = field(default_factory=list)
-    node_id: int | None = None
-    error: str | None = None
-
-    def best_key(self) -> tuple[float, int, str]:
-        keys = [c.sort_key() for c in self.candidates]
-        return min(keys) if keys else (math.inf, 0, "")
-
-
-@dataclass
-class Iteration:
-    """One (r, c, l) step of a branch."""
-
-    r: int
-    c: int
-    l: int
-    buffer: list[dict[str, Any]]
-    parent: int | None
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    samples: list[Sample] = field(default_factory=list)
-    chosen: Sample | None = None
-    started: float = field(default_factory=time.perf_counter)
-
-    @property
-    def branch(self) -> str:
-        return f"r{self.r}c{self.c}"
 
 
 class _Stop(Exception):

@@ -24,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.engine.context import AgentContext
 from harness.llm.base import LLMClient, LLMResponse
 from harness.llm.json_output import parse_json_output
-from harness.runtime.agent import AgentConfig, Iteration, Sample, SRAgent
+from harness.runtime.agent import SRAgent
+from harness.runtime.agent_config import AgentConfig, Iteration, Sample
 from harness.runtime.state import SearchRunState
 
 TOOL_STEP_NOTE = ("Before you answer, check your ideas with a tool: call one of {tools}. "

@@ -17,7 +17,8 @@ from typing import Any, Callable
 from harness.engine.candidates import Candidate, dedupe, pareto_front, select_best
 from harness.engine.context import AgentContext, BudgetExhausted
 from harness.engine.resources import engine_run
-from harness.sr.plan import PlanLimits, SearchPlan, validate_plan
+from harness.sr.plan import PlanLimits, SearchPlan
+from harness.sr.plan_validation import validate_plan
 
 __all__ = [
     "BACKENDS",

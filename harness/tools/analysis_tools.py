@@ -12,7 +12,8 @@ from typing import Any, Literal
 import numpy as np
 
 from harness.engine import analysis
-from harness.engine.analysis import fmt, residual_report
+from harness.engine.analysis import fmt
+from harness.engine.residuals import residual_report
 from harness.tools.base import TOOLS, BaseTool, bound_text
 
 __all__ = [
