@@ -181,7 +181,7 @@ def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     assert FrozenHarness.load(run_dir / "harness.json").prompts == harness.prompts
 
 
-@pytest.mark.parametrize("preset", ["quick", "paper"])
+@pytest.mark.parametrize("preset", ["quick", "small", "paper"])
 def test_presets_compose_and_validate(preset):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
@@ -198,6 +198,9 @@ def test_presets_compose_and_validate(preset):
     assert "heartbeat_interval" not in preset_file.read_text()
     assert settings.stage2.heartbeat_interval == OptimizeSettings().stage2.heartbeat_interval
     assert cfg.llm.provider == "local" and cfg.backend.name == "operon" and cfg.benchmark.name == "synthetic"
+    if preset == "small":  # 8 + 8 tasks of the synthetic suite: two per domain each
+        assert (settings.tasks.n_train, settings.tasks.n_heldout) == (8, 8)
+        assert settings.stage2.bounds.role_tools == [False, True]
     if preset == "paper":
         s1 = settings.stage1
         assert settings.tasks.n_train == 160
