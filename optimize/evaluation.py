@@ -1,7 +1,8 @@
 """Cached scoring of a harness configuration on tasks x seeds, with the cost accounting the paper reports.
 
-Score of one (harness, task, seed) = acc_0.01 of the run's selected candidate on the task's ``test_id`` split (the
-training objective; held-out tasks are scored the same way, but only for the report). A task-set score is the
+Score of one (harness, task, seed) = acc_0.01 of the run's selected candidate on the task's ``test_id`` split, or
+the mean over several splits (``score_split="test_id+test_ood"``) (the training objective; held-out tasks are scored
+the same way, but only for the report). A task-set score is the
 mean over tasks of the mean over seeds. Every evaluation is stored in :class:`~optimize.cache.EvalCache` under
 (harness digest, task, seed) and written as one line of ``trace.jsonl``; a cached one costs nothing.
 
@@ -61,6 +62,7 @@ class EvalRecord:
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     top: list[dict[str, Any]] = field(default_factory=list)
     llm_calls: int = 0
+    tokens: int = 0  # prompt + completion tokens of the solve's LLM calls (answers from the response cache count)
     solver_runs: int = 0
     seconds: float = 0.0
     status: str = "ok"
@@ -71,7 +73,7 @@ class EvalRecord:
 
     @property
     def nmse(self) -> float:
-        value = self.metrics.get(self.split, {}).get("nmse")
+        value = self.metrics.get(self.split.split("+")[0], {}).get("nmse")
         return float(value) if value is not None and math.isfinite(value) else math.inf
 
     def to_dict(self) -> dict[str, Any]:
@@ -157,6 +159,18 @@ def _finite_or_none(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
+
+
+SCORE_SPLITS = ("train", "valid", "test_id", "test_ood")
+
+
+def split_score(metrics: dict[str, dict[str, float]], score_split: str, metric: str) -> tuple[float, str]:
+    """(score, splits used): ``metric`` on one split ("test_id") or the mean over several joined by "+"
+    ("test_id+test_ood"; why: once in-domain accuracy saturates, out-of-domain accuracy is where harnesses still
+    differ). Splits a task lacks are left out; with none of them the validation hold-out scores."""
+    parts = [s for s in score_split.split("+") if s in metrics] or ["valid"]
+    values = [_finite_or_none(metrics.get(s, {}).get(metric)) or 0.0 for s in parts]
+    return sum(values) / len(values), "+".join(parts)
 
 
 def _candidate_summary(cand: Any, split: str) -> dict[str, Any]:
@@ -292,9 +306,8 @@ class Evaluator:
         another ``metric`` / ``score_split`` reuses them without running anything)."""
         if record.metric == self.metric and record.split in (self.score_split, "valid"):
             return record
-        split = self.score_split if self.score_split in record.metrics else "valid"
-        record.score = _finite_or_none(record.metrics.get(split, {}).get(self.metric)) or 0.0
-        record.metric, record.split = self.metric, split
+        record.score, record.split = split_score(record.metrics, self.score_split, self.metric)
+        record.metric = self.metric
         return record
 
     def _run(self, spec: HarnessSpec, task: Any, seed: int, *, stage: str, label: str) -> EvalRecord:
@@ -335,8 +348,6 @@ class Evaluator:
     ) -> EvalRecord:
         best = getattr(result, "best", None)
         split = self.score_split
-        if best is not None and split not in getattr(best, "metrics", {}):
-            split = "valid"  # a task without a test_id split is scored on the validation hold-out
         score = 0.0
         metrics: dict[str, dict[str, float]] = {}
         if best is not None:
@@ -344,7 +355,8 @@ class Evaluator:
                 s: {k: float(v) for k, v in m.items() if isinstance(v, (int, float))}
                 for s, m in best.metrics.items()
             }
-            score = _finite_or_none(best.metrics.get(split, {}).get(self.metric)) or 0.0
+            # a task without the scored splits is scored on the validation hold-out
+            score, split = split_score(metrics, self.score_split, self.metric)
         candidates = list(getattr(result, "candidates", None) or [])
         candidates.sort(key=lambda c: c.sort_key("valid") if hasattr(c, "sort_key") else (math.inf, 0, ""))
         all_errors = [str(e) for e in (getattr(result, "errors", None) or [])]
@@ -353,6 +365,8 @@ class Evaluator:
         if llm_calls and sum("call failed" in e for e in all_errors) >= llm_calls:
             status = "llm_unavailable"
         out_dir = getattr(result, "run_dir", None) or run_dir
+        state = getattr(result, "state", None)
+        counts = state.counts() if state is not None and hasattr(state, "counts") else {}
         return EvalRecord(
             digest=spec.digest(),
             task=task.name,
@@ -366,8 +380,9 @@ class Evaluator:
             expression=getattr(best, "expression", None),
             complexity=getattr(best, "complexity", None),
             metrics=metrics,
-            top=[_candidate_summary(c, split) for c in candidates[:TOP_K]],
+            top=[_candidate_summary(c, split.split("+")[0]) for c in candidates[:TOP_K]],
             llm_calls=llm_calls,
+            tokens=int(counts.get("prompt_tokens", 0) or 0) + int(counts.get("completion_tokens", 0) or 0),
             solver_runs=int(getattr(result, "solver_runs", 0) or 0),
             seconds=float(getattr(result, "seconds", None) or seconds),
             status=status,

@@ -180,4 +180,5 @@ def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
     frozen = save_once(frozen, ctx.folder.harness_path)
     log.info("froze the %s harness (%s) to %s", final, frozen.digest, ctx.folder.harness_path)
     return {"stage": STAGE, "selected_stage": final, "rows": rows, "solver_runs_cumulative": cumulative,
+            "metric": ctx.settings.metric, "score_split": ctx.settings.score_split,
             "harness_path": str(ctx.folder.harness_path), "digest": frozen.digest}

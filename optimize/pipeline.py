@@ -7,6 +7,8 @@ can run as separate processes; a missing earlier stage falls back to the seed ha
 from __future__ import annotations
 
 import logging
+import os
+import time
 from typing import Any
 
 from optimize.context import OptimizeContext
@@ -40,7 +42,38 @@ def refine_start(ctx: OptimizeContext) -> HarnessSpec:
     return ctx.base
 
 
+def llm_paid(ctx: OptimizeContext) -> dict[str, float]:
+    """LLM usage so far of this process's model clients (the harness's and the reflection model): calls and
+    tokens actually paid for (behind the response cache), and the calls the cache answered instead."""
+    out = {"llm_calls_paid": 0, "prompt_tokens": 0, "completion_tokens": 0, "llm_seconds": 0.0, "llm_cache_hits": 0}
+    clients = {id(c): c for c in (ctx.llm, ctx.reflection_llm) if c is not None}
+    for client in clients.values():
+        out["llm_cache_hits"] += int(getattr(client, "hits", 0) or 0)
+        usage = getattr(getattr(client, "inner", client), "usage", None)
+        if usage is not None:
+            snap = usage.snapshot()
+            out["llm_calls_paid"] += int(snap["calls"])
+            out["prompt_tokens"] += int(snap["prompt_tokens"])
+            out["completion_tokens"] += int(snap["completion_tokens"])
+            out["llm_seconds"] += float(snap["seconds"])
+    return out
+
+
 def run_stage(ctx: OptimizeContext, stage: str) -> dict[str, Any]:
+    """Run one stage and save its result with what it cost (wall time, LLM usage), added to what earlier runs of
+    the stage cost (freeze reruns every time; ``force`` reruns any stage)."""
+    earlier = (ctx.folder.load_stage(stage) or {}).get("cost") or {}
+    started, before = time.perf_counter(), llm_paid(ctx)
+    result = _run_stage(ctx, stage)
+    after = llm_paid(ctx)
+    spent = {"wall_seconds": time.perf_counter() - started, **{k: after[k] - before[k] for k in after}}
+    result["cost"] = {k: round(float(earlier.get(k, 0) or 0) + v, 1) for k, v in spent.items()}
+    result["cost"]["pids"] = [*earlier.get("pids", []), os.getpid()]
+    ctx.folder.save_stage(stage, result)
+    return result
+
+
+def _run_stage(ctx: OptimizeContext, stage: str) -> dict[str, Any]:
     if stage == "init":
         result = run_stage1(ctx)
     elif stage == "search":
@@ -51,7 +84,6 @@ def run_stage(ctx: OptimizeContext, stage: str) -> dict[str, Any]:
         result = run_freeze(ctx)
     else:
         raise ValueError(f"unknown stage {stage!r}; use init, search, refine, freeze or all")
-    ctx.folder.save_stage(stage, result)
     return result
 
 

@@ -6,11 +6,13 @@ Written from files only, so a report can be regenerated for any run folder:
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
+from optimize.cache import EvalCache
 from optimize.runfolder import RunFolder
 from optimize.settings import STAGE_ORDER
 
@@ -186,6 +188,68 @@ def _heldout_tables(freeze: dict[str, Any]) -> list[str]:
     return out + [""]
 
 
+def _record_tokens(record: dict[str, Any]) -> int:
+    """A solve's tokens: stored with the record, else read from its run folder (rows from before tokens were kept)."""
+    if record.get("tokens"):
+        return int(record["tokens"])
+    result = Path(record.get("run_dir") or "") / "result.json"
+    try:
+        counts = json.loads(result.read_text(encoding="utf-8")).get("counts") or {}
+    except (OSError, ValueError):
+        return 0
+    return int(counts.get("prompt_tokens", 0) or 0) + int(counts.get("completion_tokens", 0) or 0)
+
+
+def cost_rows(run_dir: Path, results: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """What each stage paid. Evaluations, solver executions, LLM calls and tokens of the solves come from the
+    evaluation cache (exact over every process and resume); wall time and the model's paid calls (solves, rewrites,
+    reflections) and cache hits from the stage results (every process that finished the stage, summed)."""
+    path = Path(run_dir) / "evals.db"
+    if not path.exists():
+        return []
+    cache = EvalCache(path)
+    try:
+        totals = cache.totals_by_stage()
+        tokens: dict[str, int] = {}
+        for record in cache.records():
+            tokens[record.get("stage", "")] = tokens.get(record.get("stage", ""), 0) + _record_tokens(record)
+    finally:
+        cache.close()
+    rows = []
+    for stage in ("init", "search", "refine", "freeze"):
+        paid, cost = totals.get(stage, {}), (results.get(stage) or {}).get("cost") or {}
+        if not paid and not cost:
+            continue
+        rows.append({"stage": stage, "wall_seconds": cost.get("wall_seconds"),
+                     "evaluations": paid.get("evaluations", 0), "solver_runs": paid.get("solver_runs", 0),
+                     "solve_llm_calls": paid.get("llm_calls", 0), "solve_tokens": tokens.get(stage, 0),
+                     "llm_calls_paid": cost.get("llm_calls_paid"),
+                     "tokens_paid": (cost["prompt_tokens"] + cost["completion_tokens"]) if cost else None,
+                     "llm_cache_hits": cost.get("llm_cache_hits")})
+    return rows
+
+
+def _cost_table(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+
+    def total(key: str) -> Any:
+        values = [r[key] for r in rows]
+        return None if any(v is None for v in values) else sum(values)
+
+    lines = ["| stage | wall time | evaluations run | solver executions | LLM calls in those solves | tokens in those "
+             "solves | LLM calls paid (solves + rewrites + reflections) | tokens paid | calls answered by the cache |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows + [{"stage": "**total**", **{k: total(k) for k in rows[0] if k != "stage"}}]:
+        wall = f"{r['wall_seconds'] / 60:.1f} min" if r["wall_seconds"] is not None else "–"
+        lines.append(f"| {TITLES.get(r['stage'], r['stage'])} | {wall} | {r['evaluations']} | {r['solver_runs']} | "
+                     f"{r['solve_llm_calls']} | {r['solve_tokens']} | {_f(r['llm_calls_paid'], 0)} | "
+                     f"{_f(r['tokens_paid'], 0)} | {_f(r['llm_cache_hits'], 0)} |")
+    return lines + ["", "Freeze = scoring every stage's harness for this report (not part of training). Wall time "
+                    "and paid calls: the processes that finished the stage, summed (a run killed mid-stage is not "
+                    "counted; \"–\" where a stage ran before they were recorded)."]
+
+
 def llm_cache_stats(run_dir: Path) -> dict[str, int] | None:
     """Stored answers and hits of the run's LLM response cache (hits as counted by the processes that ran)."""
     import sqlite3
@@ -211,7 +275,9 @@ def write_report(run_dir: str | Path) -> Path:
                 f"`{freeze.get('digest')}`).", ""]
     out += ["## Stages", ""]
     out += _stage_table(freeze) if freeze else ["(freeze has not run yet: no per-stage scores)"]
-    out += ["", "Scores: mean over tasks of acc_0.01 of the selected equation on each task's `test_id` split. "
+    metric, scored = freeze.get("metric", "acc_0.01"), freeze.get("score_split", "test_id")
+    out += ["", f"Scores: mean over tasks of {metric} of the selected equation on each task's `{scored}` split "
+            "(several joined by '+': their mean). "
             "Cumulative solver executions count SR runs the optimizer paid for (each cached once per harness, task "
             "and seed); report-only scoring is counted apart.", ""]
     plots = []
@@ -226,10 +292,11 @@ def write_report(run_dir: str | Path) -> Path:
         if p is not None:
             out += [f"![{p.stem}]({p.name})", ""]
     out += _heldout_tables(freeze)
-    if freeze.get("rows"):
+    costs = _cost_table(cost_rows(folder.path, {"init": s1, "search": s2, "refine": s3, "freeze": freeze}))
+    if freeze.get("rows") or costs:
         spent = freeze.get("solver_runs_cumulative", {})
         out += ["## Cost", "", f"Cumulative solver executions after stages 1 / 2 / 3: {spent.get('init', 0)} / "
-                f"{spent.get('search', 0)} / {spent.get('refine', 0)}.", ""]
+                f"{spent.get('search', 0)} / {spent.get('refine', 0)}.", ""] + costs + [""]
     cache = llm_cache_stats(folder.path)
     if cache:
         out += [f"LLM response cache (`llm_cache.db`): {cache['stored']} answers stored; {cache['hits']} calls were "

@@ -109,7 +109,7 @@ class OptimizeSettings(_Model):
     study_name: str = "harness-sr-stage2"
     seeds: list[int] = Field(default_factory=lambda: [0])
     metric: str = "acc_0.01"
-    score_split: str = "test_id"
+    score_split: str = "test_id"  # or several joined by "+": "test_id+test_ood" scores their mean
     force: bool = False
     task_workers: int = Field(1, ge=1)
     branch_workers: int | None = 1
@@ -125,6 +125,14 @@ class OptimizeSettings(_Model):
     stage2: Stage2Settings = Field(default_factory=Stage2Settings)
     stage3: Stage3Settings = Field(default_factory=Stage3Settings)
     freeze: FreezeSettings = Field(default_factory=FreezeSettings)
+
+    @field_validator("score_split")
+    @classmethod
+    def _known_splits(cls, value: str) -> str:
+        bad = [s for s in value.split("+") if s not in ("train", "valid", "test_id", "test_ood")]
+        if bad:
+            raise ValueError(f"unknown score split(s) {bad}; use train, valid, test_id, test_ood, joined by '+'")
+        return value
 
     def stage_limits(self) -> dict[str, int | None]:
         return {"init": self.stage1.max_solver_runs, "search": self.stage2.max_solver_runs,

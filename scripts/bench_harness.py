@@ -2,6 +2,7 @@
 
     python scripts/bench_harness.py [--out runs/bench_harness] [--n-per-domain 3] [--split test]
         [--llm-sr ../shared/data/llm-sr] [--harness default] [--ablation] [--tasks NAME ...]
+        [--reuse engine=runs/<earlier>/results.jsonl]   # the engine alone does not change with the harness
 
 Arms (each task, same seed):
 - ``harness``: the frozen harness solves the task (its LLM, workflow, SR settings, selection).
@@ -33,8 +34,8 @@ import pandas as pd
 import benchmarks
 from benchmarks.runner import load_records
 from harness.app.artifact import FrozenHarness
-from harness.engine.candidates import Candidate, select
-from harness.engine.context import AgentContext, FitSettings
+from harness.engine.candidates import Candidate, dedupe, select
+from harness.engine.context import AgentContext, FitSettings, add_edge_scores
 from harness.sr.backends import run_search
 from workflows.params import SRSettings, expected_solver_runs
 
@@ -45,6 +46,8 @@ PUBLISHED = {
     "bactgrow": {"PySR": (0.0376, 1.014), "LLM-SR": (0.0214, 0.0264)},
     "stressstrain": {"PySR": (0.0331, 0.130), "LLM-SR": (0.0210, 0.0516)},
 }
+SELECTION_RULES = [("accuracy", 0.0), ("parsimony", 0.5), ("extrapolation", 0.5), ("extrapolation", 3.0),
+                   ("extrapolation", 9.0)]  # compared post hoc on every arm's pool
 FIGURES = [("test_id", "acc_0.01"), ("test_id", "acc_0.001"), ("test_ood", "acc_0.01"), ("test_ood", "acc_0.001")]
 
 
@@ -56,8 +59,11 @@ def metric(record: dict[str, Any], split: str, name: str) -> float:
         return math.nan
 
 
-def pool_record(cands: list[Candidate]) -> list[dict[str, Any]]:
-    """The candidate pool, compact (equation, complexity, metrics): selection rules can be compared afterwards."""
+def pool_record(cands: list[Candidate], task: Any, seed: int) -> list[dict[str, Any]]:
+    """The candidate pool, compact (equation, complexity, metrics with the edge score): selection rules can be
+    compared afterwards, exactly (the final pick never changes a search)."""
+    cands = dedupe(cands)
+    add_edge_scores(cands, task, seed)  # the harness scores them itself only under "extrapolation" selection
     keep = ("nmse", "acc_0.01", "acc_0.001")
     return [{"equation": c.equation, "complexity": c.complexity,
              "metrics": {k: {m: v.get(m) for m in keep} for k, v in c.metrics.items()}} for c in cands]
@@ -66,26 +72,28 @@ def pool_record(cands: list[Candidate]) -> list[dict[str, Any]]:
 def run_harness(harness: FrozenHarness, task: Any, seed: int, run_dir: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     sol = harness.solve(task, seed=seed, run_dir=run_dir)
+    seconds = round(time.perf_counter() - t0, 2)
     pool = []
     for line in (run_dir / "nodes.jsonl").read_text(encoding="utf-8").splitlines():
         pool += [Candidate.from_record(c) for c in json.loads(line).get("candidates", [])]
     return {"equation": sol.equation, "metrics": sol.metrics, "llm_calls": sol.llm_calls,
-            "solver_runs": sol.solver_runs, "seconds": round(time.perf_counter() - t0, 2), "pool": pool_record(pool)}
+            "solver_runs": sol.solver_runs, "seconds": seconds, "pool": pool_record(pool, task, seed)}
 
 
 def run_engine(harness: FrozenHarness, task: Any, seed: int, seconds: float, *, harness_selection: bool) -> dict[str, Any]:
     """One unguided engine run of ``seconds`` with the harness's floor plan (operators, length, population)."""
     settings = SRSettings.coerce(harness.sr_settings)
-    fit = FitSettings(valid_split=settings.valid_split if harness_selection else "random")
+    fit = settings.fit_settings() if harness_selection else FitSettings()
     ctx = AgentContext(task=task, seed=seed, fit=fit)
     plan = settings.floor().model_copy(update={"time_budget": seconds, "seed": seed})
     t0 = time.perf_counter()
     outcome = run_search(plan, ctx, harness.backend, limits={"max_time": seconds})
     rule = settings.selection if harness_selection else "accuracy"
     best = select(outcome.candidates, rule, settings.selection_tolerance)
+    seconds = round(time.perf_counter() - t0, 2)
     return {"equation": best.equation if best else None, "metrics": best.metrics if best else {},
-            "llm_calls": 0, "solver_runs": 1, "seconds": round(time.perf_counter() - t0, 2),
-            "error": outcome.error, "pool": pool_record(outcome.candidates)}
+            "llm_calls": 0, "solver_runs": 1, "seconds": seconds,
+            "error": outcome.error, "pool": pool_record(outcome.candidates, task, seed)}
 
 
 def load_tasks(args: argparse.Namespace) -> list[Any]:
@@ -164,14 +172,18 @@ def tables(records: list[dict[str, Any]], arms: list[str]) -> str:
 
 
 def selection_table(records: list[dict[str, Any]], arms: list[str]) -> str:
-    """Each arm's pool under each selection rule (exact: the final selection does not change the search)."""
+    """Each arm's pool under each selection rule: exact for the engine (its final pick never changes its search);
+    for the harness, the pick among the pool its search produced while following its own rule."""
     rows = []
     for arm in arms:
         for suite in ("synthetic", "llm_sr"):
             recs = [r for r in records if r["arm"] == arm and r["suite"] == suite and r.get("pool")]
             if not recs:
                 continue
-            for rule, tol in (("accuracy", 0.0), ("parsimony", 0.5)):
+            scored = any("edge" in p["metrics"] for r in recs for p in r["pool"])
+            for rule, tol in SELECTION_RULES:
+                if rule == "extrapolation" and not scored:  # pools stored before edge scores were kept
+                    continue
                 row: dict[str, Any] = {"arm": arm, "suite": suite, "selection": f"{rule}" + (f" {tol:g}" if tol else "")}
                 picks = [select([Candidate.from_record({"expression": p["equation"], **p}) for p in r["pool"]], rule, tol)
                          for r in recs]
@@ -181,7 +193,7 @@ def selection_table(records: list[dict[str, Any]], arms: list[str]) -> str:
                 rows.append(row)
     if not rows:
         return ""
-    return ("### Selection rules on the same pools (post hoc, exact)\n\n"
+    return ("### Selection rules on the same pools (post hoc; exact for the engine)\n\n"
             + pd.DataFrame(rows).to_markdown(index=False, floatfmt=".3g") + "\n")
 
 
@@ -196,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ablation", action="store_true", help="also run the engine with the harness's selection")
     parser.add_argument("--arms", nargs="*", help="run only these arms (harness, engine, engine+sel)")
+    parser.add_argument("--reuse", nargs="*", default=[], metavar="ARM=RESULTS",
+                        help="take ARM's records from an earlier results.jsonl (same tasks, engine settings, seed and "
+                             "machine) instead of running it again; they are marked reused_from")
     args = parser.parse_args(argv)
 
     harness = FrozenHarness.default() if args.harness == "default" else FrozenHarness.load(args.harness)
@@ -209,6 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     results = out / "results.jsonl"
     done = {(r["arm"], r["task"]) for r in load_records(results)}
     tasks = load_tasks(args)
+    for spec in args.reuse:
+        arm_name, _, source = spec.partition("=")
+        names = {t.name for t in tasks}
+        with results.open("a", encoding="utf-8") as fh:
+            for rec in load_records(Path(source)):
+                if rec["arm"] == arm_name and rec["task"] in names and (arm_name, rec["task"]) not in done:
+                    fh.write(json.dumps({**rec, "reused_from": source}, default=float) + "\n")
+                    done.add((arm_name, rec["task"]))
     print(f"harness {harness.digest[:19]} w={harness.workflow.as_tuple()} llm={harness.llm} "
           f"SR seconds per task {sr_seconds:g}; {len(tasks)} tasks; arms {arms}", flush=True)
     for task in tasks:

@@ -168,6 +168,14 @@ def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     assert set(prov["solver_runs_cumulative"]) == {"init", "search", "refine"}
     assert prov["harness_llm"]["provider"] == SCRIPTED and prov["reflection_llm"] == "the harness's own model"
     assert "LLM response cache" in report and (run_dir / "llm_cache.db").exists()
+    # the cost of each stage: wall time and the model's paid calls from the stage result, solves from the cache
+    cost = json.loads((run_dir / "stage1_init.json").read_text())["cost"]
+    assert cost["wall_seconds"] > 0 and cost["llm_calls_paid"] >= 1  # the rewrite calls at least
+    with sqlite3.connect(run_dir / "evals.db") as conn:
+        init_runs = conn.execute("SELECT SUM(solver_runs) FROM evals WHERE stage='init'").fetchone()[0]
+    costs = report[report.index("## Cost"):]
+    assert "| stage 1: prompt init | " in costs and "| **total** |" in costs
+    assert costs.split("| stage 1: prompt init | ")[1].split(" | ")[2] == str(init_runs)
     assert prov["training_tasks"] and not set(prov["training_tasks"]) & set(prov["heldout_tasks"])
     unseen = toy.toy_tasks(1, offset=500)[0]
     assert unseen.name not in prov["training_tasks"] + prov["heldout_tasks"]
@@ -176,8 +184,11 @@ def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
 
     # freeze alone, in the same folder: reads the saved stages, every evaluation is a cache hit
     paid = len(paid_runs(run_dir))
+    first_freeze = json.loads((run_dir / "freeze.json").read_text())["cost"]
     run_app("stage=freeze", *TINY, f"hydra.run.dir={run_dir}")
     assert len(paid_runs(run_dir)) == paid
+    again = json.loads((run_dir / "freeze.json").read_text())["cost"]  # a rerun adds its cost to the first's
+    assert len(again["pids"]) == 2 and again["wall_seconds"] >= first_freeze["wall_seconds"]
     assert FrozenHarness.load(run_dir / "harness.json").prompts == harness.prompts
 
 
@@ -200,7 +211,9 @@ def test_presets_compose_and_validate(preset):
     assert cfg.llm.provider == "local" and cfg.backend.name == "operon" and cfg.benchmark.name == "synthetic"
     if preset == "small":  # 8 + 8 tasks of the synthetic suite: two per domain each
         assert (settings.tasks.n_train, settings.tasks.n_heldout) == (8, 8)
-        assert settings.stage2.bounds.role_tools == [False, True]
+        # as measured: one task at a time, ID+OOD objective, at most 4 role calls per task in stage 2
+        assert settings.task_workers == 1 and settings.score_split == "test_id+test_ood"
+        assert settings.stage2.bounds.role_tools == [False] and settings.stage2.bounds.branches == (1, 1)
     if preset == "paper":
         s1 = settings.stage1
         assert settings.tasks.n_train == 160

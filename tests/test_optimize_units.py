@@ -309,3 +309,21 @@ def test_heartbeat_storage_runs_the_study(tmp_path):
                             "bounds": {"branches": [1, 1], "repair_rounds": [0, 0], "discussion_rounds": [0, 0]}}}
     ctx, _ = context(tmp_path, planner_rule, overrides)
     assert run_stage2(ctx, {r: [t] for r, t in SEED_PROMPTS.items()})["n_trials_complete"] == 2
+
+
+def test_score_split_may_average_id_and_ood(tmp_path):
+    from optimize.evaluation import split_score
+
+    metrics = {"valid": {"acc_0.01": 1.0}, "test_id": {"acc_0.01": 1.0}, "test_ood": {"acc_0.01": 0.0}}
+    assert split_score(metrics, "test_id", "acc_0.01") == (1.0, "test_id")
+    assert split_score(metrics, "test_id+test_ood", "acc_0.01") == (0.5, "test_id+test_ood")
+    assert split_score({"valid": {"acc_0.01": 0.25}}, "test_id+test_ood", "acc_0.01") == (0.25, "valid")
+    assert split_score({"test_id": {"acc_0.01": 1.0}}, "test_id+test_ood", "acc_0.01") == (1.0, "test_id")
+    with pytest.raises(ValueError, match="unknown score split"):
+        OptimizeSettings.model_validate({"score_split": "test_id+ood"})
+    # rows stored under an ID-only objective are rescored, not rerun, under ID+OOD (what they lack is left out)
+    ctx, runner = context(tmp_path, planner_rule)
+    ctx.evaluator.evaluate(ctx.base, ctx.tasks.train[:1], stage="init")
+    ctx2, runner2 = context(tmp_path, planner_rule, {"score_split": "test_id+test_ood"})
+    again = ctx2.evaluator.evaluate(ctx.base, ctx.tasks.train[:1], stage="init")
+    assert runner2.calls == 0 and again.n_cached == 1

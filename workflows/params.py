@@ -10,6 +10,7 @@ from typing import Any, Literal, Sequence
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from harness.engine.context import FitSettings
 from harness.engine.vocabulary import DEFAULT_OPERATORS, OPERATORS
 from harness.runtime.role_agent import coerce_role_agents, role_calls
 from harness.sr.plan import SearchPlan
@@ -111,6 +112,8 @@ class SRSettings(BaseModel):
     above ``hypothesis_max_nmse`` (1 = no better than predicting the mean) are dropped, with a note the next role
     reads. ``selection`` picks the final equation: "accuracy" = lowest validation NMSE (ties: simpler);
     "parsimony" = the simplest candidate within a factor ``1 + selection_tolerance`` of the lowest validation NMSE.
+    "extrapolation" = among those near-best ones, the one whose constants refitted on the inner training rows
+    best predict the most extreme rows (every candidate then also gets an "edge" score).
     ``valid_split``: "random" rows of train, or the "edge" rows (the most extreme inputs), so validation measures
     extrapolation, which is what out-of-domain data asks of an equation.
     """
@@ -130,7 +133,7 @@ class SRSettings(BaseModel):
     operators: list[str] = Field(default_factory=lambda: list(DEFAULT_OPERATORS))
     max_extra_operators: int = Field(4, ge=0, le=10)
     hypothesis_max_nmse: float = Field(1.0, gt=0)
-    selection: Literal["accuracy", "parsimony"] = "accuracy"
+    selection: Literal["accuracy", "parsimony", "extrapolation"] = "accuracy"
     selection_tolerance: float = Field(0.5, ge=0)
     valid_split: Literal["random", "edge"] = "random"
     extras: dict[str, Any] = Field(default_factory=dict)
@@ -156,6 +159,10 @@ class SRSettings(BaseModel):
         if isinstance(value, SRSettings):
             return value
         return cls.model_validate(dict(value or {}))
+
+    def fit_settings(self) -> FitSettings:
+        """How this harness fits and scores candidates: its validation split, and the edge score its selection reads."""
+        return FitSettings(valid_split=self.valid_split, edge_check=self.selection == "extrapolation")
 
     def limits(self) -> dict[str, Any]:
         """``harness.sr.plan.PlanLimits`` overrides: plans never exceed these settings."""

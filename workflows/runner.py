@@ -25,7 +25,6 @@ from harness.engine.context import (
     Budget,
     BudgetExhausted,
     BudgetTracker,
-    FitSettings,
     evaluate_candidate,
 )
 from harness.runtime.role_agent import RoleAgent, RoleAgentConfig
@@ -166,7 +165,7 @@ class _WorkflowRun:
         extras = {"backend": backend, "plan_limits": sr_settings.limits(), "plan_floor": sr_settings.floor(),
                   "max_extra_operators": sr_settings.max_extra_operators}
         self.ctx = AgentContext(task=task, seed=seed, workspace=run_dir, budget=_SolverBudget(budget), llm=llm,
-                                state=self.state, fit=FitSettings(valid_split=sr_settings.valid_split),
+                                state=self.state, fit=sr_settings.fit_settings(),
                                 extras=extras)  # type: ignore[arg-type]
         self.sr_tool = RunSRSearchTool(self.ctx)
         self.sr_gate = threading.Semaphore(max(1, max_workers))

@@ -43,8 +43,7 @@ class Candidate:
         win, not the one whose noise terms happened to cancel better. The key stays a total, deterministic order.
         """
         nmse = self.metric(split, "nmse")
-        bucket = round(math.log10(max(nmse, NMSE_FLOOR)), 2) if math.isfinite(nmse) else math.inf
-        return (bucket, self.complexity, nmse, self.equation)
+        return (_decades(nmse, 2), self.complexity, nmse, self.equation)
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -80,7 +79,7 @@ def select_best(candidates: Iterable[Candidate], split: str = "valid") -> Candid
     return min(usable, key=lambda c: c.sort_key(split))
 
 
-SELECTION_RULES = ("accuracy", "parsimony")
+SELECTION_RULES = ("accuracy", "parsimony", "extrapolation")
 
 
 def select(candidates: Iterable[Candidate], rule: str = "accuracy", tolerance: float = 0.5,
@@ -90,6 +89,9 @@ def select(candidates: Iterable[Candidate], rule: str = "accuracy", tolerance: f
     "accuracy": :func:`select_best`. "parsimony": the simplest candidate whose validation NMSE is within a factor
     ``1 + tolerance`` of the best one (errors below 1e-14 count as equal). Why: among near-equal fits the simpler
     equation is more often the true law, and true laws extrapolate; the most complex near-best one rarely does.
+    "extrapolation": among the same near-best candidates, the lowest NMSE on split "edge" (constants refitted on
+    the inner training rows, scored on the most extreme ones: ``harness.engine.context.edge_metrics``; to ~25%),
+    then the simplest. Candidates without an edge score rank last, so with none it is "parsimony".
     """
     if rule not in SELECTION_RULES:
         raise ValueError(f"unknown selection rule {rule!r}; choose one of {', '.join(SELECTION_RULES)}")
@@ -98,7 +100,14 @@ def select(candidates: Iterable[Candidate], rule: str = "accuracy", tolerance: f
         return best
     limit = max(best.metric(split, "nmse"), NMSE_FLOOR) * (1.0 + float(tolerance))
     near = [c for c in candidates if c.metric(split, "nmse") <= limit]
+    if rule == "extrapolation":
+        return min(near, key=lambda c: (_decades(c.metric("edge", "nmse"), 1), c.complexity) + c.sort_key(split))
     return min(near, key=lambda c: (c.complexity,) + c.sort_key(split))
+
+
+def _decades(nmse: float, digits: int) -> float:
+    """log10 of an error floored at ``NMSE_FLOOR``, rounded (``digits`` = 1: buckets of ~25%); inf stays inf."""
+    return round(math.log10(max(nmse, NMSE_FLOOR)), digits) if math.isfinite(nmse) else math.inf
 
 
 def pareto_front(candidates: Iterable[Candidate], split: str = "valid") -> list[Candidate]:

@@ -114,6 +114,7 @@ class FitSettings:
     loss: str = "mse"
     valid_fraction: float = 0.2
     valid_split: str = "random"  # "random" | "edge" (Task.train_valid)
+    edge_check: bool = False  # also score split "edge" (see edge_metrics): what the "extrapolation" selection reads
 
 
 @dataclass
@@ -131,6 +132,7 @@ class AgentContext:
     extras: dict[str, Any] = field(default_factory=dict)
     _train: Split | None = field(default=None, init=False, repr=False)
     _valid: Split | None = field(default=None, init=False, repr=False)
+    _edge_rows: tuple[Split, Split] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._train, self._valid = self.task.train_valid(self.fit.valid_fraction, seed=self.seed,
@@ -161,6 +163,50 @@ class AgentContext:
 
     def cancelled(self) -> bool:
         return self.cancel_event.is_set()
+
+    def edge_rows(self) -> tuple[Split, Split]:
+        """(inner, edge): the task's train rows split by extremeness (``Task.train_valid(mode="edge")``)."""
+        if self._edge_rows is None:
+            self._edge_rows = self.task.train_valid(self.fit.valid_fraction, seed=self.seed, mode="edge")
+        return self._edge_rows
+
+
+def edge_metrics(expr: Any, params: np.ndarray, context: AgentContext) -> dict[str, float]:
+    """How well a skeleton extrapolates a little: refit its constants on the inner rows of train (from ``params``),
+    then score the outer rows (the most extreme inputs).
+
+    Why: a near-exact fit with the wrong form (a spurious cos term, an extra power) fits the whole training range
+    but drifts once its constants must carry it past the rows they were fitted on; the true law does not. The
+    search itself still fits all rows (an edge *validation* split starves it of the most informative ones).
+    """
+    from harness.engine.evaluator import fit, score
+
+    inner, edge = context.edge_rows()
+    if not expr.n_params:
+        return score(expr, params, edge.X, edge.y)
+    expr.initial_params = np.asarray(params, dtype=float)
+    result = fit(expr, inner.X, inner.y, n_starts=1, seed=context.seed, max_seconds=context.fit.max_seconds,
+                 loss=context.fit.loss)
+    return score(expr, np.asarray(result.params, dtype=float), edge.X, edge.y)
+
+
+def add_edge_scores(candidates: list[Candidate], task: Task, seed: int = 0) -> None:
+    """Give each candidate lacking one its edge score (from its skeleton and fitted constants), in place.
+
+    For stored pools (a benchmark's, an optimizer's run folders), so selection rules can be compared afterwards.
+    A skeleton that no longer parses scores +inf and says why.
+    """
+    from harness.engine.expression import ExpressionError, parse_expression
+
+    ctx = AgentContext(task=task, seed=seed, fit=FitSettings(edge_check=True))
+    for cand in candidates:
+        if "edge" in cand.metrics:
+            continue
+        try:
+            expr = parse_expression(cand.expression, task.input_names)
+            cand.metrics["edge"] = edge_metrics(expr, np.asarray(cand.params, dtype=float), ctx)
+        except (ExpressionError, ValueError) as exc:
+            cand.metrics["edge"] = {"nmse": float("inf"), "error": str(exc)[:200]}
 
 
 def evaluate_candidate(
@@ -207,6 +253,8 @@ def evaluate_candidate(
         if name == "train":
             continue
         metrics[name] = score(expr, params, split.X, split.y)
+    if context.fit.edge_check:
+        metrics["edge"] = edge_metrics(expr, params, context)
     return Candidate(
         expression=str(expr),
         params=[float(p) for p in params],
