@@ -15,7 +15,9 @@ Arms (each task, same seed):
 Tasks: the built-in synthetic suite (all four domains; ``--split test`` = the held-out templates, never tuned on)
 and the four LLM-SR problems, whose NMSE is also compared with PySR's and LLM-SR's published figures.
 Every finished (arm, task) is appended to ``<out>/results.jsonl`` and skipped on a rerun, so a killed benchmark
-resumes. Prints markdown tables; writes them to ``<out>/tables.md``.
+resumes. Prints markdown tables; writes them to ``<out>/tables.md``. One seed moves a figure by about a task
+either way: run it with ``--seed 0``, ``1``, ``2`` into separate folders and pool them with
+``scripts/bench_seeds.py``.
 """
 
 from __future__ import annotations
@@ -248,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # recorded as a miss, never dropped
                 rec = {"equation": None, "metrics": {}, "llm_calls": None, "error": f"{type(exc).__name__}: {exc}",
                        "traceback": traceback.format_exc()[-2000:], "seconds": round(time.perf_counter() - t0, 2)}
-            rec.update(arm=arm, task=task.name, suite=suite, domain=task.domain, ground_truth=task.ground_truth)
+            rec.update(arm=arm, task=task.name, suite=suite, domain=task.domain, ground_truth=task.ground_truth,
+                       seed=args.seed)
             with results.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(rec, default=float) + "\n")
             print(f"{task.name:24s} {arm:10s} acc0.01 ID/OOD {metric(rec, 'test_id', 'acc_0.01'):.0f}/"

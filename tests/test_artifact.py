@@ -29,7 +29,8 @@ TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length":
 
 def test_default_is_our_prompts_and_baseline_workflow() -> None:
     h = FrozenHarness.default()
-    assert h.workflow.as_tuple() == (0, 1, 1, 0, 0)
+    assert h.workflow.as_tuple() == (0, 1, 0, 0, 0)  # Planner -> one SR run (chosen on training templates)
+    assert h.sr_settings["time_budget"] == 60.0 and h.sr_settings["selection"] == "accuracy"
     assert h.backend == "operon" and h.schema_version == SCHEMA_VERSION
     assert h.prompts == default_prompts() and set(h.prompts) == set(ROLE_NAMES)
     assert h.digest.startswith("sha256:") and h.digest == h.compute_digest()

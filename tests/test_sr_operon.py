@@ -147,6 +147,20 @@ def test_seed_pool_candidates_are_injected_and_returned():
     assert engine_best(run.candidates).metric("valid") < 1e-10
 
 
+def test_a_seed_with_a_costly_operator_is_injected_but_the_search_stays_fast() -> None:
+    """A seed using tan is scored and injected; the GP does not get tan (it slows every generation 3x)."""
+    import benchmarks
+
+    task = benchmarks.load_suite("synthetic", names=["chem_react_synth_00"], n_train=100)[0]
+    ctx = AgentContext(task=task)
+    run = run_operon(SearchPlan(time_budget=2, population_size=60, seeds=["c0*A + c1*tan(c2*t)"]), ctx)
+    assert "tan" not in run.info["allowed_symbols"].split(",") and run.info["n_injected"] == 1
+    assert any(c.source == "seed" and "tan" in c.expression for c in run.candidates)
+    own = run_operon(SearchPlan(time_budget=2, population_size=60, operators=["add", "sub", "mul", "div", "tan"],
+                                seeds=["c0*A + c1*tan(c2*t)"]), ctx)
+    assert "tan" in own.info["allowed_symbols"].split(",")
+
+
 def test_a_later_run_can_continue_the_population_of_an_earlier_one() -> None:
     """SRSettings.continue_search: the worker keeps a branch's population; the next run goes on from it."""
     import benchmarks

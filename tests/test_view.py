@@ -25,7 +25,8 @@ def solve_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from harness.app.solve_cli import write_plots
 
     run_dir = tmp_path_factory.mktemp("solve")
-    solution = FrozenHarness.default().solve(task, llm={"provider": SCRIPTED}, run_dir=run_dir, sr_settings=TINY)
+    repairing = FrozenHarness.default().with_changes(workflow=(0, 1, 1, 0, 0))  # a tree with every node kind
+    solution = repairing.solve(task, llm={"provider": SCRIPTED}, run_dir=run_dir, sr_settings=TINY)
     write_plots(run_dir, task, solution)  # as `python -m harness solve` does
     return run_dir
 

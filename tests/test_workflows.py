@@ -280,9 +280,16 @@ def test_a_shrinking_plan_still_searches_the_harness_space() -> None:
     assert any(c.startswith("raised max_length") and c.endswith("-> 25 (the harness's floor)") for c in changes)
     assert any("kept the harness's operators" in c for c in changes)
     # extra operators are added, at most max_extra_operators of them
-    plan, _ = validate_plan({"operators": ["tanh", "cosh", "sinh", "atan", "abs"]}, ["t", "A"], floor=floor,
+    plan, _ = validate_plan({"operators": ["tanh", "abs", "pow", "cube"]}, ["t", "A"], floor=floor,
                             max_extra_operators=2)
-    assert plan.operators == list(DEFAULT_OPERATORS) + ["tanh", "cosh"]
+    assert plan.operators == list(DEFAULT_OPERATORS) + ["tanh", "abs"]
+    # but none that slow every generation several times over, unless the harness's own operators have them
+    plan, changes = validate_plan({"operators": ["cosh", "tanh", "sinh", "tan", "atan"]}, ["t", "A"], floor=floor)
+    assert plan.operators == list(DEFAULT_OPERATORS) + ["tanh"]
+    assert any(c.startswith("did not add cosh, sinh, tan, atan") for c in changes)
+    own = SRSettings(time_budget=7, operators=list(DEFAULT_OPERATORS) + ["tan"]).floor()
+    plan, _ = validate_plan({"operators": ["add"]}, ["t", "A"], floor=own)
+    assert "tan" in plan.operators
 
 
 def test_workflow_runs_never_search_less_than_the_floor(task) -> None:

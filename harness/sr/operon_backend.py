@@ -30,7 +30,7 @@ import sympy
 from harness.engine.candidates import Candidate
 from harness.engine.context import AgentContext, evaluate_candidate
 from harness.engine.expression import Expression, ExpressionError, parse_expression
-from harness.engine.vocabulary import OPERATORS
+from harness.engine.vocabulary import COSTLY_OPERATORS, OPERATORS
 from harness.sr.backends import BackendUnavailable, EngineRun
 from harness.sr.plan import SearchPlan, operators_in
 
@@ -396,7 +396,9 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
 
     reserve = min(0.3 * total, 0.5 + 0.1 * total)  # time kept for the float64 refit of the front
     gp_seconds = int(max(1.0, math.floor(total - reserve - (time.perf_counter() - t0))))
-    seed_ops = _seed_operators(usable_seeds, context.variables) - set(plan.operators)
+    # the GP may vary the seeds' building blocks, except operators that would slow every generation (the seeds
+    # themselves are injected and scored whatever they use)
+    seed_ops = _seed_operators(usable_seeds, context.variables) - set(plan.operators) - set(COSTLY_OPERATORS)
     search_plan = plan.model_copy(update={"operators": plan.operators + sorted(seed_ops)}) if seed_ops else plan
     kwargs = operon_kwargs(search_plan, gp_seconds, warnings)
     info: dict[str, Any] = {"gp_seconds": gp_seconds, "allowed_symbols": kwargs["allowed_symbols"],

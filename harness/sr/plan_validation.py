@@ -17,6 +17,7 @@ from harness.engine.expression import ExpressionError, parse_expression
 from harness.engine.task import RESERVED_NAMES
 from harness.engine.vocabulary import (
     BASE_OPERATORS,
+    COSTLY_OPERATORS,
     DEFAULT_OPERATORS,
     OPERATOR_ALIASES,
     OPERATORS,
@@ -307,11 +308,17 @@ def widen_to_floor(plan: SearchPlan, floor: SearchPlan, *, max_extra_operators: 
     """The plan, widened so it searches at least the space of ``floor`` (an unguided run's plan).
 
     Why: guidance must only widen the engine's search. A plan may add operators (at most ``max_extra_operators``
-    beyond the floor's, since every extra one slows the search), seeds, features and notes; it never has fewer
-    operators, a shorter length or depth, a smaller population or less time or fewer generations than the floor.
+    beyond the floor's, since every extra one slows the search, and none of the ``COSTLY_OPERATORS``, which slow
+    every generation several times over), seeds, features and notes; it never has fewer operators, a shorter
+    length or depth, a smaller population or less time or fewer generations than the floor.
     """
     notes = changes if changes is not None else []
     extra = [o for o in plan.operators if o not in floor.operators]
+    costly = [o for o in extra if o in COSTLY_OPERATORS]
+    if costly:
+        _note(notes, f"did not add {', '.join(costly)}: each slows the engine 2-5x per generation, which shrinks a "
+                     "timed search (put it in the harness's own operators to search with it)")
+        extra = [o for o in extra if o not in COSTLY_OPERATORS]
     if len(extra) > max_extra_operators:
         _note(notes, f"kept the first {max_extra_operators} extra operators; dropped {', '.join(extra[max_extra_operators:])}")
         extra = extra[:max_extra_operators]
