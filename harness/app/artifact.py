@@ -34,18 +34,18 @@ from workflows.roles import role_agent_settings
 
 SCHEMA_VERSION = 1
 DEFAULT_HARNESS_FILE = Path(__file__).resolve().parents[1] / "data" / "default_harness.json"
-# The shipped harness's engine settings, chosen for a 2-core CPU on the synthetic suite's training templates
-# (scripts/bench_harness.py --split train): they are the floor every guided SR run searches at least. An "edge"
-# validation split was tried there and hurt (the engine loses the most informative rows), so it stays "random".
-# Selection: on 44 harness pools of the 8 training templates (scripts/compare_selection.py over an optimize=small
-# run), "accuracy" gave acc_0.01 OOD 0.659 (the best any rule could pick: 0.682), "parsimony" 0.636,
-# "extrapolation" 0.636 (0.5 tolerance; wider ones also lose in domain); so the lowest validation error it is.
 # Workflow and time: one Planner call, then one 60 s Operon run seeded with its fitted hypotheses, w = (0,1,0,0,0).
 # On the 12 training-template tasks (scripts/bench_harness.py --split train, seed 0) it scored acc_0.01 OOD 1.000
 # against 0.833 for w = (0,1,1,0,0) with 2 x 30 s (Planner, SR, Diagnoser, Repairer, SR) and 0.917 for the engine
 # alone: two half-length runs find fewer exact laws than one run of the same total, and the repair round did not
 # win that back. The optimizer still starts from DEFAULT_WORKFLOW (repair on), which its search can turn off.
 SHIPPED_WORKFLOW = WorkflowParams.from_tuple((0, 1, 0, 0, 0))
+# The shipped harness's engine settings, chosen for a 2-core CPU on the synthetic suite's training templates
+# (scripts/bench_harness.py --split train): they are the floor every guided SR run searches at least. An "edge"
+# validation split was tried there and hurt (the engine loses the most informative rows), so it stays "random".
+# Selection: on 44 harness pools of the 8 training templates (scripts/compare_selection.py over an optimize=small
+# run), "accuracy" gave acc_0.01 OOD 0.659 (the best any rule could pick: 0.682), "parsimony" 0.636,
+# "extrapolation" 0.636 (0.5 tolerance; wider ones also lose in domain); so the lowest validation error it is.
 DEFAULT_SR_SETTINGS: dict[str, Any] = {
     "time_budget": 60.0, "population_size": 500, "max_length": 30, "max_depth": 10, "carry_seeds": 3,
     "selection": "accuracy", "selection_tolerance": 0.5, "valid_split": "random",
