@@ -11,6 +11,9 @@ Arms (each task, same seed):
   validation split) — what a user gets without the harness.
 - ``engine+sel`` (``--ablation``): the engine alone with the harness's selection rule and validation split, so
   the table shows how much of a difference comes from selection and how much from the LLM's guidance.
+- ``engine+combine`` (``--ablation``): the engine arm's own pool completed by term combination
+  (``harness.engine.combine``), derived from the engine record without another run (exact: combination never
+  changes a search), so the table tells the combination tool's share from the model's terms' share.
 
 Tasks: the built-in synthetic suite (all four domains; ``--split test`` = the held-out templates, never tuned on)
 and the four LLM-SR problems, whose NMSE is also compared with PySR's and LLM-SR's published figures.
@@ -37,6 +40,7 @@ import benchmarks
 from benchmarks.runner import load_records
 from harness.app.artifact import FrozenHarness
 from harness.engine.candidates import Candidate, dedupe, select
+from harness.engine.combine import combine_terms
 from harness.engine.context import AgentContext, FitSettings, add_edge_scores
 from harness.sr.backends import run_search
 from workflows.params import SRSettings, expected_solver_runs
@@ -67,7 +71,8 @@ def pool_record(cands: list[Candidate], task: Any, seed: int) -> list[dict[str, 
     cands = dedupe(cands)
     add_edge_scores(cands, task, seed)  # the harness scores them itself only under "extrapolation" selection
     keep = ("nmse", "acc_0.01", "acc_0.001")
-    return [{"equation": c.equation, "complexity": c.complexity,
+    return [{"equation": c.equation, "complexity": c.complexity, "source": c.source,
+             **({"terms_from": c.info["terms_from"]} if c.info.get("terms_from") else {}),
              "metrics": {k: {m: v.get(m) for m in keep} for k, v in c.metrics.items()}} for c in cands]
 
 
@@ -96,6 +101,18 @@ def run_engine(harness: FrozenHarness, task: Any, seed: int, seconds: float, *, 
     return {"equation": best.equation if best else None, "metrics": best.metrics if best else {},
             "llm_calls": 0, "solver_runs": 1, "seconds": seconds,
             "error": outcome.error, "pool": pool_record(outcome.candidates, task, seed)}
+
+
+def combine_engine(record: dict[str, Any], task: Any, seed: int) -> dict[str, Any]:
+    """The engine arm's pool plus the combinations of its terms (no model terms), selected by lowest validation
+    error, as the harness does; the pool's metrics come from the same validation split (seed)."""
+    t0 = time.perf_counter()
+    pool = [Candidate.from_record({"expression": p["equation"], "params": [], **p}) for p in record.get("pool") or []]
+    found, _ = combine_terms(pool, AgentContext(task=task, seed=seed))
+    best = select(pool + found, "accuracy")
+    return {"equation": best.equation if best else None, "metrics": best.metrics if best else {}, "llm_calls": 0,
+            "solver_runs": 1, "seconds": round(float(record.get("seconds") or 0) + time.perf_counter() - t0, 2),
+            "derived_from": "engine", "pool": pool_record(found, task, seed) + (record.get("pool") or [])}
 
 
 def load_tasks(args: argparse.Namespace) -> list[Any]:
@@ -209,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", nargs="*")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ablation", action="store_true", help="also run the engine with the harness's selection")
-    parser.add_argument("--arms", nargs="*", help="run only these arms (harness, engine, engine+sel)")
+    parser.add_argument("--arms", nargs="*", help="run only these arms (harness, engine, engine+sel, engine+combine)")
     parser.add_argument("--reuse", nargs="*", default=[], metavar="ARM=RESULTS",
                         help="take ARM's records from an earlier results.jsonl (same tasks, engine settings, seed and "
                              "machine) instead of running it again; they are marked reused_from")
@@ -218,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     harness = FrozenHarness.default() if args.harness == "default" else FrozenHarness.load(args.harness)
     settings = SRSettings.coerce(harness.sr_settings)
     sr_seconds = expected_solver_runs(harness.workflow) * settings.time_budget
-    arms = ["harness", "engine"] + (["engine+sel"] if args.ablation else [])
+    arms = ["harness", "engine"] + (["engine+sel", "engine+combine"] if args.ablation else [])
     if args.arms:
         arms = [a for a in arms if a in args.arms]
     out = Path(args.out)
@@ -245,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 if arm == "harness":
                     rec = run_harness(harness, task, args.seed, out / "runs" / task.name)
+                elif arm == "engine+combine":
+                    engine = [r for r in load_records(results) if r["arm"] == "engine" and r["task"] == task.name]
+                    if not engine:
+                        raise RuntimeError("engine+combine is derived from the engine arm; run that arm too")
+                    rec = combine_engine(engine[-1], task, args.seed)
                 else:
                     rec = run_engine(harness, task, args.seed, sr_seconds, harness_selection=arm == "engine+sel")
             except Exception as exc:  # recorded as a miss, never dropped

@@ -6,7 +6,8 @@
 - :func:`scripted_role_output`: valid JSON for every role, so a whole workflow runs without a model.
 - The toy (``toy_tasks``, ``respond``): a seeded task family on which harness optimization provably helps.
   Every toy task is ``y = a*sin(x0) + b*x1**2``. With an arithmetic-only SR floor (``TOY_SR_FLOOR``) an unguided
-  engine cannot write ``sin``; the Planner writes the good plan only when its instruction holds ``PHRASE`` or
+  engine cannot write ``sin`` (and the toy runs without term combination, whose least-squares sums of the
+  engine's polynomial terms can stand in for ``sin`` within 1% on the toy's range); the Planner writes the good plan only when its instruction holds ``PHRASE`` or
   the conversation carries the Analyst's ``HINT``; the prompt engineer / reflection model adds ``PHRASE``. So
   stage 1 and 3 should find the phrase, stage 2 should switch the Analyst on, and the frozen harness solves
   unseen toy tasks.

@@ -23,6 +23,7 @@ from tests.doubles import HYDRA_TEST_CONF, SCRIPTED, ScriptedLLM
 REPO = Path(__file__).resolve().parent.parent
 TINY = [
     "llm=scripted", HYDRA_TEST_CONF, "benchmark=toy", "backend.operators=[add,sub,mul,div]", "backend.time_budget=1", "backend.population_size=50", "backend.generations=20",
+    "backend.combine_terms=false",  # the toy: see tests/doubles.py
     "optimize.tasks.n_train=3", "optimize.tasks.n_heldout=1",
     "optimize.stage1.groups=[[planner]]", "optimize.stage1.minibatch=1",
     "optimize.stage2.minibatch=2", "optimize.stage2.n_trials=2", "optimize.stage2.n_startup_trials=2",

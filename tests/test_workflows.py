@@ -312,6 +312,25 @@ def test_workflow_runs_never_search_less_than_the_floor(task) -> None:
         assert plan["population_size"] == TINY["population_size"]
 
 
+def test_a_harness_can_take_only_the_models_equations(task) -> None:
+    """max_extra_operators = max_features = 0: the plan's hypotheses still seed the engine, while its operators
+    and features are left out with a note (the shipped default's setting: see DEFAULT_SR_SETTINGS)."""
+    def planner(messages, **request):
+        if detect_role(messages, request.get("response_format")) == "planner":
+            return json.dumps({"hypotheses": ["-c0*A + c1*A**2*exp(-c2*t)"], "operators": ["tanh", "abs"],
+                               "features": ["log(A)", "A*t"]})
+        return scripted_role_output(messages, **request)
+
+    settings = {**TINY, "max_extra_operators": 0, "max_features": 0}
+    result = run_workflow(task, (0, 1, 0, 0, 0), None, ScriptedLLM(fn=planner), sr_settings=settings)
+    node = next(n for n in result.state.nodes if n.kind == "sr")
+    plan = node.info["plan"]
+    assert plan["seeds"] and not plan["features"]
+    assert "tanh" not in plan["operators"] and "abs" not in plan["operators"]
+    assert any("feature" in c for c in node.info["plan_changes"])
+    assert SRSettings(max_features=2).limits()["max_features"] == 2
+
+
 def test_hypotheses_are_screened_before_the_engine(task) -> None:
     """Good hypotheses are fitted at once and seed the engine; bad ones are dropped with a note in the history."""
     good, bad = "-c0*A + c1*A**2*exp(-c2*t)", "c0*sin(997*t)"

@@ -116,6 +116,9 @@ class SRSettings(BaseModel):
     best predict the most extreme rows (every candidate then also gets an "edge" score).
     ``valid_split``: "random" rows of train, or the "edge" rows (the most extreme inputs), so validation measures
     extrapolation, which is what out-of-domain data asks of an equation.
+    ``combine_terms``: after the last SR run, small least-squares combinations of the additive terms of the pool's
+    best equations and of every hypothesis (also those too poor alone) join the pool when they beat its best
+    validation NMSE by a clear factor (``harness.engine.combine``): the model's terms and the engine's meet.
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -132,10 +135,12 @@ class SRSettings(BaseModel):
     continue_search: bool = False  # later runs of a branch continue its Operon population (seeds injected)
     operators: list[str] = Field(default_factory=lambda: list(DEFAULT_OPERATORS))
     max_extra_operators: int = Field(4, ge=0, le=10)
+    max_features: int = Field(6, ge=0, le=10)
     hypothesis_max_nmse: float = Field(1.0, gt=0)
     selection: Literal["accuracy", "parsimony", "extrapolation"] = "accuracy"
     selection_tolerance: float = Field(0.5, ge=0)
     valid_split: Literal["random", "edge"] = "random"
+    combine_terms: bool = True
     extras: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("operators", mode="before")
@@ -175,4 +180,5 @@ class SRSettings(BaseModel):
             "min_population": min(20, self.population_size),
             "max_generations": self.generations,
             "max_seeds": self.max_seeds,
+            "max_features": self.max_features,
         }

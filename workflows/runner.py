@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from harness.engine.candidates import Candidate, select_best
+from harness.engine.combine import CombineSettings, combine_terms
 from harness.engine.context import (
     AgentContext,
     Budget,
@@ -174,6 +175,7 @@ class _WorkflowRun:
         self.stop_reason: str | None = None
         self.findings = ""
         self.analyst_node: int | None = None
+        self.poor_hypotheses: list[Candidate] = []  # fitted but too poor alone: their terms may still be right
         self.run_id = f"{os.getpid()}-{id(self)}-{time.time_ns()}"
 
     # -- bookkeeping ----------------------------------------------------------------------------------------
@@ -278,6 +280,9 @@ class _WorkflowRun:
                 continue
             err = cand.metric("valid")
             if err > limit:
+                if math.isfinite(err):
+                    with self._lock:
+                        self.poor_hypotheses.append(cand)
                 notes.append(f"hypothesis {short_equation(cand.expression, 60)!r} dropped: valid NMSE {err:.3g}"
                              + (" (worse than predicting the mean)" if err >= 1 else ""))
                 continue
@@ -414,6 +419,21 @@ class _WorkflowRun:
         synth.plan = plan
         self.sr_step(synth, plan, "synthesis")
 
+    def combine(self) -> None:
+        """Least-squares combinations of the pool's terms (engine fronts, hypotheses, poor hypotheses) that beat
+        the pool's best validation NMSE by a clear factor join the pool; bounded by the run's time left."""
+        left = self.tracker.seconds_left()
+        if left is not None and left <= 0.5:
+            return
+        settings = CombineSettings()
+        if left is not None:
+            settings = replace(settings, max_seconds=min(settings.max_seconds, left - 0.5))
+        t0 = time.perf_counter()
+        found, info = combine_terms(self.state.candidates, self.ctx, settings, extra_sources=self.poor_hypotheses)
+        parent = max((n.id for n in self.state.nodes if n.kind == "sr"), default=None)
+        self._record("combine", parent=parent, candidates=found, seconds=time.perf_counter() - t0,
+                     info={**info, "terms_from": sorted({o for c in found for o in c.info.get("terms_from", [])})})
+
     def run(self) -> WorkflowResult:
         t0 = time.perf_counter()
         p = self.params
@@ -430,6 +450,8 @@ class _WorkflowRun:
                 self._parallel(branches, lambda br, d=d: self.branch_discuss(br, d, snapshot[br.index]))
             if p.use_synthesizer and not self.stopped:
                 self.synthesize(branches)
+            if self.settings.combine_terms and not self.ctx.cancelled():
+                self.combine()
         except Exception as exc:  # keep what was found; the caller sees the error
             crash = f"{type(exc).__name__}: {exc}"
             self._error(f"workflow crashed: {crash}")
