@@ -331,6 +331,24 @@ def test_a_harness_can_take_only_the_models_equations(task) -> None:
     assert SRSettings(max_features=2).limits()["max_features"] == 2
 
 
+def test_an_unseeded_engine_keeps_the_hypotheses_in_the_pool(task) -> None:
+    """seed_engine = False: the engine runs the unguided search; the fitted hypothesis still joins the pool."""
+    good = "-c0*A + c1*A**2*exp(-c2*t)"
+
+    def planner(messages, **request):
+        if detect_role(messages, request.get("response_format")) == "planner":
+            return json.dumps({"hypotheses": [good], "operators": []})
+        return scripted_role_output(messages, **request)
+
+    result = run_workflow(task, (0, 1, 0, 0, 0), None, ScriptedLLM(fn=planner),
+                          sr_settings={**TINY, "seed_engine": False})
+    node = next(n for n in result.state.nodes if n.kind == "sr")
+    assert node.info["plan"]["seeds"] == [] and not node.info["engine"].get("n_injected")
+    kept = [c for c in node.candidates if c["source"] == "hypothesis"]
+    assert len(kept) == 1 and kept[0]["metrics"]["valid"]["nmse"] < 1e-6
+    assert result.best is not None and result.best.metric("valid") < 1e-6
+
+
 def test_hypotheses_are_screened_before_the_engine(task) -> None:
     """Good hypotheses are fitted at once and seed the engine; bad ones are dropped with a note in the history."""
     good, bad = "-c0*A + c1*A**2*exp(-c2*t)", "c0*sin(997*t)"

@@ -119,6 +119,8 @@ class SRSettings(BaseModel):
     ``combine_terms``: after the last SR run, small least-squares combinations of the additive terms of the pool's
     best equations and of every hypothesis (also those too poor alone) join the pool when they beat its best
     validation NMSE by a clear factor (``harness.engine.combine``): the model's terms and the engine's meet.
+    ``seed_engine``: fitted hypotheses (and carried equations) seed the engine's population; off, every SR run is
+    exactly the unguided search and the model's equations enter only through the pool and the combination.
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -141,6 +143,7 @@ class SRSettings(BaseModel):
     selection_tolerance: float = Field(0.5, ge=0)
     valid_split: Literal["random", "edge"] = "random"
     combine_terms: bool = True
+    seed_engine: bool = True
     extras: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("operators", mode="before")

@@ -303,6 +303,8 @@ class _WorkflowRun:
             carried = [c.expression for c in sorted(branch.candidates, key=lambda c: c.sort_key())
                        if math.isfinite(c.metric("valid"))]
             seeds = list(dict.fromkeys(carried))[: s.carry_seeds] + seeds
+        if not s.seed_engine:  # the engine runs exactly the unguided search; the fitted hypotheses stay in the pool
+            seeds = []
         raw.update(seeds=list(dict.fromkeys(seeds))[: s.max_seeds],
                    seed=(self.seed * 1000 + branch.index * 50 + branch.steps) % (2**31))
         if s.continue_search:  # the engine keeps this branch's population and the next run goes on from it

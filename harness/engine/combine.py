@@ -36,6 +36,9 @@ class CombineSettings:
     ``min_gain``: a combination is kept only when its validation NMSE is at most the pool's best / ``min_gain``
     (after the float64 refit), so it is a different fit, not the same one with a noise term added.
     ``step_gain``: a term is added to a combination only when it cuts the validation NMSE by this factor.
+    Chosen on 24 pools of the synthetic suite's *training* templates (engine alone and harness, seed 0): gains of
+    (3, 10, 30, 100) x steps of (2, 5) lifted acc_0.01 OOD from 18 to 19, 19, 20, 20 tasks; only 100 made no
+    task's OOD NMSE worse, and step 5 gave the most acc_0.001 OOD (9 -> 12).
     """
 
     max_sources: int = 12
