@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llm-sr", default=str(Path(__file__).resolve().parents[1].parent / "shared/data/llm-sr"))
     parser.add_argument("--tasks", nargs="*")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--ablation", action="store_true", help="also run the engine with the harness's selection")
+    parser.add_argument("--ablation", action="store_true", help="also run the engine with the harness's selection, and derive engine+combine from the engine arm")
     parser.add_argument("--arms", nargs="*", help="run only these arms (harness, engine, engine+sel, engine+combine)")
     parser.add_argument("--reuse", nargs="*", default=[], metavar="ARM=RESULTS",
                         help="take ARM's records from an earlier results.jsonl (same tasks, engine settings, seed and "
