@@ -11,6 +11,9 @@ Arms (each task, same seed):
   validation split) — what a user gets without the harness.
 - ``engine+sel`` (``--ablation``): the engine alone with the harness's selection rule and validation split, so
   the table shows how much of a difference comes from selection and how much from the LLM's guidance.
+- ``engine-restarts`` (``--ablation``): the engine alone, unguided, as many runs as the harness makes, each the
+  harness's ``time_budget``, pooled: same SR seconds and run count as the harness without the model, so a gain
+  from restarts is told apart from a gain from guidance.
 - ``engine+combine`` (``--ablation``): the engine arm's own pool completed by term combination
   (``harness.engine.combine``), derived from the engine record without another run (exact: combination never
   changes a search), so the table tells the combination tool's share from the model's terms' share.
@@ -101,6 +104,25 @@ def run_engine(harness: FrozenHarness, task: Any, seed: int, seconds: float, *, 
     return {"equation": best.equation if best else None, "metrics": best.metrics if best else {},
             "llm_calls": 0, "solver_runs": 1, "seconds": seconds,
             "error": outcome.error, "pool": pool_record(outcome.candidates, task, seed)}
+
+
+def run_restarts(harness: FrozenHarness, task: Any, seed: int, runs: int) -> dict[str, Any]:
+    """The engine alone, ``runs`` unguided runs of the harness's ``time_budget`` each (engine seeds ``seed``,
+    ``seed*1000+1``, ...), pooled and picked by the engine's own rule: the harness's SR seconds and run count
+    without the model, so a harness with an unguided run is compared with plain restarts too."""
+    settings = SRSettings.coerce(harness.sr_settings)
+    ctx = AgentContext(task=task, seed=seed)
+    t0, pool, errors = time.perf_counter(), [], []
+    for i in range(runs):
+        engine_seed = seed if i == 0 else (seed * 1000 + i) % (2**31)
+        plan = settings.floor().model_copy(update={"seed": engine_seed})
+        outcome = run_search(plan, ctx, harness.backend, limits={"max_time": settings.time_budget})
+        pool += outcome.candidates
+        errors += [outcome.error] if outcome.error else []
+    best = select(pool, "accuracy", settings.selection_tolerance)
+    return {"equation": best.equation if best else None, "metrics": best.metrics if best else {},
+            "llm_calls": 0, "solver_runs": runs, "seconds": round(time.perf_counter() - t0, 2),
+            "error": "; ".join(errors) or None, "pool": pool_record(pool, task, seed)}
 
 
 def combine_engine(record: dict[str, Any], task: Any, seed: int) -> dict[str, Any]:
@@ -225,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llm-sr", default=str(Path(__file__).resolve().parents[1].parent / "shared/data/llm-sr"))
     parser.add_argument("--tasks", nargs="*")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--ablation", action="store_true", help="also run the engine with the harness's selection, and derive engine+combine from the engine arm")
-    parser.add_argument("--arms", nargs="*", help="run only these arms (harness, engine, engine+sel, engine+combine)")
+    parser.add_argument("--ablation", action="store_true", help="also run the engine with the harness's selection, the engine as restarts (the harness's run count), and derive engine+combine from the engine arm")
+    parser.add_argument("--arms", nargs="*", help="run only these arms (harness, engine, engine+sel, engine-restarts, engine+combine)")
     parser.add_argument("--reuse", nargs="*", default=[], metavar="ARM=RESULTS",
                         help="take ARM's records from an earlier results.jsonl (same tasks, engine settings, seed and "
                              "machine) instead of running it again; they are marked reused_from")
@@ -234,8 +256,8 @@ def main(argv: list[str] | None = None) -> int:
 
     harness = FrozenHarness.default() if args.harness == "default" else FrozenHarness.load(args.harness)
     settings = SRSettings.coerce(harness.sr_settings)
-    sr_seconds = expected_solver_runs(harness.workflow) * settings.time_budget
-    arms = ["harness", "engine"] + (["engine+sel", "engine+combine"] if args.ablation else [])
+    sr_seconds = expected_solver_runs(harness.workflow, settings) * settings.time_budget
+    arms = ["harness", "engine"] + (["engine+sel", "engine-restarts", "engine+combine"] if args.ablation else [])
     if args.arms:
         arms = [a for a in arms if a in args.arms]
     out = Path(args.out)
@@ -267,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
                     if not engine:
                         raise RuntimeError("engine+combine is derived from the engine arm; run that arm too")
                     rec = combine_engine(engine[-1], task, args.seed)
+                elif arm == "engine-restarts":
+                    rec = run_restarts(harness, task, args.seed, expected_solver_runs(harness.workflow, settings))
                 else:
                     rec = run_engine(harness, task, args.seed, sr_seconds, harness_selection=arm == "engine+sel")
             except Exception as exc:  # recorded as a miss, never dropped

@@ -349,6 +349,32 @@ def test_an_unseeded_engine_keeps_the_hypotheses_in_the_pool(task) -> None:
     assert result.best is not None and result.best.metric("valid") < 1e-6
 
 
+def test_the_unguided_run_joins_the_pool_beside_the_guided_one(task) -> None:
+    """unguided_run: one more engine run with the floor plan, the task's seed and no seeds; the guided run gets
+    another engine seed and the model's hypotheses; both fronts are in the pool and counted."""
+    good = "-c0*A + c1*A**2*exp(-c2*t)"
+
+    def planner(messages, **request):
+        if detect_role(messages, request.get("response_format")) == "planner":
+            return json.dumps({"hypotheses": [good], "operators": []})
+        return scripted_role_output(messages, **request)
+
+    settings = {**TINY, "unguided_run": True}
+    result = run_workflow(task, (0, 1, 0, 0, 0), None, ScriptedLLM(fn=planner), sr_settings=settings, seed=3)
+    runs = {n.info["step"]: n for n in result.state.nodes if n.kind == "sr"}
+    assert set(runs) == {"unguided", "initial"}
+    assert result.solver_runs == expected_solver_runs(WorkflowParams.from_tuple((0, 1, 0, 0, 0)), settings) == 2
+    floor = SRSettings.coerce(settings).floor()
+    plain = runs["unguided"].info["plan"]
+    assert plain["seeds"] == [] and plain["seed"] == 3 and not runs["unguided"].info["engine"].get("n_injected")
+    assert plain["operators"] == floor.operators and plain["max_length"] == floor.max_length
+    assert runs["unguided"].branch == "unguided" and runs["unguided"].candidates
+    guided = runs["initial"].info["plan"]
+    assert guided["seeds"] and guided["seed"] != plain["seed"]
+    pool = {c.equation for c in result.candidates}
+    assert {c["equation"] for c in runs["unguided"].candidates} <= pool
+
+
 def test_hypotheses_are_screened_before_the_engine(task) -> None:
     """Good hypotheses are fitted at once and seed the engine; bad ones are dropped with a note in the history."""
     good, bad = "-c0*A + c1*A**2*exp(-c2*t)", "c0*sin(997*t)"

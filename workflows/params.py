@@ -96,10 +96,12 @@ def expected_llm_calls(params: WorkflowParams, role_agents: dict[str, Any] | Non
     return role_calls(coerce_role_agents(role_agents), role_activations(params))
 
 
-def expected_solver_runs(params: WorkflowParams) -> int:
-    """SR runs of a full run: one after every plan (planner, repair, discussion, synthesizer)."""
+def expected_solver_runs(params: WorkflowParams, sr_settings: "SRSettings | dict[str, Any] | None" = None) -> int:
+    """SR runs of a full run: one after every plan (planner, repair, discussion, synthesizer), plus the unguided
+    run when ``sr_settings.unguided_run`` is on."""
     b = params.branches
-    return b + b * params.repair_rounds + b * params.discussion_rounds + int(params.use_synthesizer)
+    unguided = int(SRSettings.coerce(sr_settings).unguided_run) if sr_settings is not None else 0
+    return b + b * params.repair_rounds + b * params.discussion_rounds + int(params.use_synthesizer) + unguided
 
 
 class SRSettings(BaseModel):
@@ -121,6 +123,9 @@ class SRSettings(BaseModel):
     validation NMSE by a clear factor (``harness.engine.combine``): the model's terms and the engine's meet.
     ``seed_engine``: fitted hypotheses (and carried equations) seed the engine's population; off, every SR run is
     exactly the unguided search and the model's equations enter only through the pool and the combination.
+    ``unguided_run``: one more engine run, the floor plan with the task's seed and no seeds, beside the roles: its
+    front joins the pool, so the pool always holds what the engine alone finds and guidance can only add to it
+    (the guided runs then explore other seeds and the model's starting points).
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -144,6 +149,7 @@ class SRSettings(BaseModel):
     valid_split: Literal["random", "edge"] = "random"
     combine_terms: bool = True
     seed_engine: bool = True
+    unguided_run: bool = False
     extras: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("operators", mode="before")

@@ -1,5 +1,6 @@
 """Run one workflow: optional Analyst, b branches of Planner -> SR with repair rounds, cross-branch discussion,
-optional Synthesizer, then deterministic selection.
+optional Synthesizer, then deterministic selection. With ``sr.unguided_run`` the engine's own unguided run starts
+first, beside the roles, and its front joins the pool.
 
 Branches run in threads (role calls are I/O-bound); SR runs are CPU-bound, so a semaphore caps how many run at
 once. Every step is a node of the run's :class:`SearchRunState`, so a finished or crashed run can be inspected.
@@ -157,7 +158,7 @@ class _WorkflowRun:
             "seed": seed,
             "expected_llm_calls": expected_llm_calls(params, self.role_agents),
             "role_agents": {r: c.model_dump() for r, c in self.role_agents.items()},
-            "expected_solver_runs": expected_solver_runs(params),
+            "expected_solver_runs": expected_solver_runs(params, sr_settings),
         }
         self.state = SearchRunState(run_dir, budget=budget, task=task, config=config,
                                     selection=sr_settings.selection,
@@ -305,16 +306,40 @@ class _WorkflowRun:
             seeds = list(dict.fromkeys(carried))[: s.carry_seeds] + seeds
         if not s.seed_engine:  # the engine runs exactly the unguided search; the fitted hypotheses stay in the pool
             seeds = []
+        # a different engine seed than the unguided run's (the task's seed), so no run repeats another
         raw.update(seeds=list(dict.fromkeys(seeds))[: s.max_seeds],
-                   seed=(self.seed * 1000 + branch.index * 50 + branch.steps) % (2**31))
+                   seed=(self.seed * 1000 + branch.index * 50 + branch.steps + int(s.unguided_run)) % (2**31))
         if s.continue_search:  # the engine keeps this branch's population and the next run goes on from it
             raw["extras"] = {"population_key": f"{self.run_id}/{branch.index}",
                              "continue_population": step != "initial"}
+        ran = self._engine_call(f"sr-{branch.index}-{branch.steps}", raw, branch, step, good, notes)
+        if ran is None:
+            return None
+        node_id, found_here, error = ran
+        branch.last_node = node_id
+        branch.steps += 1
+        branch.candidates.extend(found_here)
+        found = select_best(found_here)
+        for note in notes[:3]:
+            branch.history.append(note)
+        if good:
+            branch.history.append("hypotheses kept: " + "; ".join(
+                f"{short_equation(c.equation, 80)} [valid NMSE {c.metric('valid'):.3g}]" for c in good[:3]))
+        if error:
+            branch.history.append(f"SR run ({step}) failed: {error[:200]}")
+        else:
+            branch.history.append(f"SR run ({step}): best {describe(found)}")
+        return found
+
+    def _engine_call(self, call_id: str, raw: dict[str, Any], branch: Branch, step: str, good: list[Candidate],
+                     notes: list[str]) -> tuple[int, list[Candidate], str | None] | None:
+        """One call of the SR tool (at most ``max_workers`` at once), recorded as an ``sr`` node holding the
+        engine's candidates and the fitted hypotheses ``good``; ``None`` when the run must stop."""
         with self.sr_gate:
             if self.ctx.cancelled():
                 self._stop("cancelled")
                 return None
-            call = self.sr_tool(call_id=f"sr-{branch.index}-{branch.steps}", plan=raw)
+            call = self.sr_tool(call_id=call_id, plan=raw)
         if not call.ok and (call.error or "").startswith(BudgetExhausted.__name__):
             self._stop(call.error.split(": ", 1)[-1])
             return None
@@ -333,20 +358,14 @@ class _WorkflowRun:
                   "backend_used": record.get("backend_used"),
                   "engine": {k: v for k, v in (record.get("info") or {}).items() if k in ENGINE_INFO_KEYS}},
         )
-        branch.last_node = node_id
-        branch.steps += 1
-        branch.candidates.extend(found_here)
-        found = select_best(found_here)
-        for note in notes[:3]:
-            branch.history.append(note)
-        if good:
-            branch.history.append("hypotheses kept: " + "; ".join(
-                f"{short_equation(c.equation, 80)} [valid NMSE {c.metric('valid'):.3g}]" for c in good[:3]))
-        if error:
-            branch.history.append(f"SR run ({step}) failed: {error[:200]}")
-        else:
-            branch.history.append(f"SR run ({step}): best {describe(found)}")
-        return found
+        return node_id, found_here, error
+
+    def unguided(self) -> None:
+        """The engine alone, as an unguided run searches (the floor plan, the task's seed, no seeds), beside the
+        roles: its front joins the pool, so guidance can only add to what the engine finds by itself."""
+        plan = self.settings.floor().model_dump(exclude={"seeds", "features", "constraints"})
+        self._engine_call("sr-unguided", {**plan, "seed": self.seed}, Branch(index=-2, label="unguided"),
+                          "unguided", [], [])
 
     # -- phases ---------------------------------------------------------------------------------------------
     def analyst(self) -> None:
@@ -441,6 +460,11 @@ class _WorkflowRun:
         p = self.params
         branches = [Branch(index=i, label=f"branch {i + 1}") for i in range(p.branches)]
         status, crash = STATUS_COMPLETED, None
+        unguided = None
+        if self.settings.unguided_run:  # started first, so it holds the engine slot while the roles think
+            unguided = threading.Thread(target=self._guarded, args=(self.unguided, "unguided run"),
+                                        name="unguided-sr", daemon=True)
+            unguided.start()
         try:
             if p.use_analyst:
                 self.analyst()
@@ -452,11 +476,15 @@ class _WorkflowRun:
                 self._parallel(branches, lambda br, d=d: self.branch_discuss(br, d, snapshot[br.index]))
             if p.use_synthesizer and not self.stopped:
                 self.synthesize(branches)
+            if unguided is not None:
+                unguided.join()
             if self.settings.combine_terms and not self.ctx.cancelled():
                 self.combine()
         except Exception as exc:  # keep what was found; the caller sees the error
             crash = f"{type(exc).__name__}: {exc}"
             self._error(f"workflow crashed: {crash}")
+        if unguided is not None and unguided.is_alive():  # its answer is kept even when the roles crashed
+            unguided.join()
         if crash:
             status = STATUS_ERROR
         elif self.ctx.cancelled():
@@ -473,14 +501,18 @@ class _WorkflowRun:
             run_dir=self.state.run_dir, errors=list(self.errors), stop_reason=self.stop_reason, state=self.state,
         )
 
+    def _guarded(self, fn: Callable[[], None], label: str) -> None:
+        """Run ``fn``; a crash is recorded as the run's error and the rest of the run goes on."""
+        try:
+            fn()
+        except Exception as exc:
+            self._error(f"{label} crashed: {type(exc).__name__}: {exc}")
+
     def _parallel(self, branches: list[Branch], fn: Callable[[Branch], None]) -> None:
         """Run ``fn`` for every branch concurrently; a crashing branch is recorded, the others go on."""
 
         def guarded(br: Branch) -> None:
-            try:
-                fn(br)
-            except Exception as exc:
-                self._error(f"{br.label} crashed: {type(exc).__name__}: {exc}")
+            self._guarded(lambda: fn(br), br.label)
 
         if len(branches) == 1:
             guarded(branches[0])

@@ -71,7 +71,7 @@ def solve_command(cfg: DictConfig) -> int:
         budget = _checked("budget", lambda: Budget(**_non_null(plain(cfg, "budget"))))
         llm_config = _checked("llm", lambda: harness.llm_config(_non_null(plain(cfg, "llm"))))
         sr_overrides = _non_null(plain(cfg, "sr"))
-        _checked("sr", lambda: SRSettings.coerce({**harness.sr_settings, **sr_overrides}))
+        settings = _checked("sr", lambda: SRSettings.coerce({**harness.sr_settings, **sr_overrides}))
         task = load_task(str(cfg.data), cfg.get("target"), cfg.get("name"))
     except (ArtifactError, TaskError, OSError, ValueError, TypeError) as exc:
         console.print(f"[red]error:[/] {exc}")
@@ -81,7 +81,7 @@ def solve_command(cfg: DictConfig) -> int:
     console.print(f"[bold]harness[/] {cfg.harness} ({harness.digest[:19]}...), workflow {w.as_tuple()}, "
                   f"backend {backend}, LLM {llm_config.provider}" + (f"/{llm_config.model}" if llm_config.model else ""))
     console.print(f"[bold]task[/] {task!r}\n[bold]run folder[/] {run_dir}")
-    totals = (expected_llm_calls(w, harness.role_agents), expected_solver_runs(w))
+    totals = (expected_llm_calls(w, harness.role_agents), expected_solver_runs(w, settings))
 
     with console.status("solving ...") as status:
         def on_node(node: Any) -> None:
