@@ -30,7 +30,8 @@ TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length":
 def test_default_is_our_prompts_and_baseline_workflow() -> None:
     h = FrozenHarness.default()
     assert h.workflow.as_tuple() == (0, 1, 0, 0, 0)  # Planner -> one SR run (chosen on training templates)
-    assert h.sr_settings["time_budget"] == 60.0 and h.sr_settings["selection"] == "accuracy"
+    assert h.sr_settings["unguided_run"] is True  # ... beside the engine's own unguided run
+    assert h.sr_settings["time_budget"] == 30.0 and h.sr_settings["selection"] == "accuracy"
     assert h.backend == "operon" and h.schema_version == SCHEMA_VERSION
     assert h.prompts == default_prompts() and set(h.prompts) == set(ROLE_NAMES)
     assert h.digest.startswith("sha256:") and h.digest == h.compute_digest()
@@ -155,7 +156,8 @@ def test_solve_with_scripted_model(tmp_path: Path) -> None:
     h = FrozenHarness.default()
     sol = h.solve(task, llm={"provider": SCRIPTED}, sr_settings=TINY, run_dir=tmp_path, seed=3)
     assert sol.equation and sol.status == "completed"
-    assert sol.llm_calls == expected_llm_calls(h.workflow) and sol.solver_runs == expected_solver_runs(h.workflow)
+    assert sol.llm_calls == expected_llm_calls(h.workflow)
+    assert sol.solver_runs == expected_solver_runs(h.workflow, h.sr_settings) == 2  # the unguided run and the seeded one
     assert set(sol.metrics) == {"train", "valid", "test_id", "test_ood"}
     assert list(sol.front.columns) == ["complexity", "loss", "score", "equation", "sympy_format"]
     assert sol.front["complexity"].is_monotonic_increasing and sol.latex

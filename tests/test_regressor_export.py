@@ -81,7 +81,7 @@ def _first_sr_node(run_dir) -> dict:
     import json
 
     nodes = [json.loads(line) for line in (run_dir / "nodes.jsonl").read_text().splitlines()]
-    return next(n for n in nodes if n["kind"] == "sr")
+    return next(n for n in nodes if n["kind"] == "sr" and n["info"]["step"] != "unguided")  # the first guided run
 
 
 def test_warm_start_seeds_the_previous_front(fitted: HarnessRegressor, tmp_path) -> None:
