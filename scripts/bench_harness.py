@@ -90,36 +90,23 @@ def run_harness(harness: FrozenHarness, task: Any, seed: int, run_dir: Path) -> 
             "solver_runs": sol.solver_runs, "seconds": seconds, "pool": pool_record(pool, task, seed)}
 
 
-def run_engine(harness: FrozenHarness, task: Any, seed: int, seconds: float, *, harness_selection: bool) -> dict[str, Any]:
-    """One unguided engine run of ``seconds`` with the harness's floor plan (operators, length, population)."""
+def run_engine(harness: FrozenHarness, task: Any, seed: int, seconds: float, *, runs: int = 1,
+               harness_selection: bool = False) -> dict[str, Any]:
+    """Unguided engine runs with the harness's floor plan (operators, length, population), ``seconds`` each,
+    pooled. ``runs`` > 1 (the engine-restarts arm): engine seeds ``seed``, ``seed*1000+1``, ... as the harness's
+    unguided and first seeded run use, so the arm is the harness's runs without the model."""
     settings = SRSettings.coerce(harness.sr_settings)
     fit = settings.fit_settings() if harness_selection else FitSettings()
     ctx = AgentContext(task=task, seed=seed, fit=fit)
-    plan = settings.floor().model_copy(update={"time_budget": seconds, "seed": seed})
-    t0 = time.perf_counter()
-    outcome = run_search(plan, ctx, harness.backend, limits={"max_time": seconds})
-    rule = settings.selection if harness_selection else "accuracy"
-    best = select(outcome.candidates, rule, settings.selection_tolerance)
-    seconds = round(time.perf_counter() - t0, 2)
-    return {"equation": best.equation if best else None, "metrics": best.metrics if best else {},
-            "llm_calls": 0, "solver_runs": 1, "seconds": seconds,
-            "error": outcome.error, "pool": pool_record(outcome.candidates, task, seed)}
-
-
-def run_restarts(harness: FrozenHarness, task: Any, seed: int, runs: int) -> dict[str, Any]:
-    """The engine alone, ``runs`` unguided runs of the harness's ``time_budget`` each (engine seeds ``seed``,
-    ``seed*1000+1``, ...), pooled and picked by the engine's own rule: the harness's SR seconds and run count
-    without the model, so a harness with an unguided run is compared with plain restarts too."""
-    settings = SRSettings.coerce(harness.sr_settings)
-    ctx = AgentContext(task=task, seed=seed)
     t0, pool, errors = time.perf_counter(), [], []
     for i in range(runs):
         engine_seed = seed if i == 0 else (seed * 1000 + i) % (2**31)
-        plan = settings.floor().model_copy(update={"seed": engine_seed})
-        outcome = run_search(plan, ctx, harness.backend, limits={"max_time": settings.time_budget})
+        plan = settings.floor().model_copy(update={"time_budget": seconds, "seed": engine_seed})
+        outcome = run_search(plan, ctx, harness.backend, limits={"max_time": seconds})
         pool += outcome.candidates
         errors += [outcome.error] if outcome.error else []
-    best = select(pool, "accuracy", settings.selection_tolerance)
+    rule = settings.selection if harness_selection else "accuracy"
+    best = select(pool, rule, settings.selection_tolerance)
     return {"equation": best.equation if best else None, "metrics": best.metrics if best else {},
             "llm_calls": 0, "solver_runs": runs, "seconds": round(time.perf_counter() - t0, 2),
             "error": "; ".join(errors) or None, "pool": pool_record(pool, task, seed)}
@@ -290,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                         raise RuntimeError("engine+combine is derived from the engine arm; run that arm too")
                     rec = combine_engine(engine[-1], task, args.seed)
                 elif arm == "engine-restarts":
-                    rec = run_restarts(harness, task, args.seed, expected_solver_runs(harness.workflow, settings))
+                    rec = run_engine(harness, task, args.seed, settings.time_budget,
+                                     runs=expected_solver_runs(harness.workflow, settings))
                 else:
                     rec = run_engine(harness, task, args.seed, sr_seconds, harness_selection=arm == "engine+sel")
             except Exception as exc:  # recorded as a miss, never dropped
