@@ -31,7 +31,7 @@ def test_default_is_our_prompts_and_baseline_workflow() -> None:
     h = FrozenHarness.default()
     assert h.workflow.as_tuple() == (0, 1, 0, 0, 0)  # Planner -> one SR run (chosen on training templates)
     assert h.sr_settings["unguided_run"] is True  # ... beside the engine's own unguided run
-    assert h.sr_settings["time_budget"] == 30.0 and h.sr_settings["selection"] == "accuracy"
+    assert h.sr_settings["time_budget"] == 60.0 and h.sr_settings["selection"] == "accuracy"
     assert h.backend == "operon" and h.schema_version == SCHEMA_VERSION
     assert h.prompts == default_prompts() and set(h.prompts) == set(ROLE_NAMES)
     assert h.digest.startswith("sha256:") and h.digest == h.compute_digest()
