@@ -46,7 +46,7 @@ from harness.engine.candidates import Candidate, dedupe, select
 from harness.engine.combine import combine_terms
 from harness.engine.context import AgentContext, FitSettings, add_edge_scores
 from harness.sr.backends import run_search
-from workflows.params import SRSettings, expected_solver_runs
+from workflows.params import SRSettings, engine_seed, expected_solver_runs
 
 # Published NMSE (ID, OOD), LLM-SR paper Table 1: PySR, and LLM-SR with GPT-3.5.
 PUBLISHED = {
@@ -93,15 +93,15 @@ def run_harness(harness: FrozenHarness, task: Any, seed: int, run_dir: Path) -> 
 def run_engine(harness: FrozenHarness, task: Any, seed: int, seconds: float, *, runs: int = 1,
                harness_selection: bool = False) -> dict[str, Any]:
     """Unguided engine runs with the harness's floor plan (operators, length, population), ``seconds`` each,
-    pooled. ``runs`` > 1 (the engine-restarts arm): engine seeds ``seed``, ``seed*1000+1``, ... as the harness's
-    unguided and first seeded run use, so the arm is the harness's runs without the model."""
+    pooled. ``runs`` > 1 (the engine-restarts arm): the engine seeds of the harness's unguided run and of its
+    first branch's runs (``workflows.params.engine_seed``), so the arm is the harness's runs without the model."""
     settings = SRSettings.coerce(harness.sr_settings)
     fit = settings.fit_settings() if harness_selection else FitSettings()
     ctx = AgentContext(task=task, seed=seed, fit=fit)
     t0, pool, errors = time.perf_counter(), [], []
     for i in range(runs):
-        engine_seed = seed if i == 0 else (seed * 1000 + i) % (2**31)
-        plan = settings.floor().model_copy(update={"time_budget": seconds, "seed": engine_seed})
+        run_seed = seed if i == 0 else engine_seed(seed, 0, i - 1, after_unguided=True)
+        plan = settings.floor().model_copy(update={"time_budget": seconds, "seed": run_seed})
         outcome = run_search(plan, ctx, harness.backend, limits={"max_time": seconds})
         pool += outcome.candidates
         errors += [outcome.error] if outcome.error else []

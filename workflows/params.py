@@ -96,6 +96,12 @@ def expected_llm_calls(params: WorkflowParams, role_agents: dict[str, Any] | Non
     return role_calls(coerce_role_agents(role_agents), role_activations(params))
 
 
+def engine_seed(seed: int, branch: int, step: int, after_unguided: bool) -> int:
+    """The engine seed of a branch's SR run: distinct per branch and step, and never the task's own seed (the
+    unguided run's) when ``after_unguided``, so no run repeats another."""
+    return (seed * 1000 + 50 * branch + step + int(after_unguided)) % (2**31)
+
+
 def expected_solver_runs(params: WorkflowParams, sr_settings: "SRSettings | dict[str, Any] | None" = None) -> int:
     """SR runs of a full run: one after every plan (planner, repair, discussion, synthesizer), plus the unguided
     run when ``sr_settings.unguided_run`` is on."""

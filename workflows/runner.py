@@ -44,6 +44,7 @@ from workflows.evidence import (
 from workflows.params import (
     SRSettings,
     WorkflowParams,
+    engine_seed,
     expected_llm_calls,
     expected_solver_runs,
 )
@@ -306,9 +307,8 @@ class _WorkflowRun:
             seeds = list(dict.fromkeys(carried))[: s.carry_seeds] + seeds
         if not s.seed_engine:  # the engine runs exactly the unguided search; the fitted hypotheses stay in the pool
             seeds = []
-        # a different engine seed than the unguided run's (the task's seed), so no run repeats another
         raw.update(seeds=list(dict.fromkeys(seeds))[: s.max_seeds],
-                   seed=(self.seed * 1000 + branch.index * 50 + branch.steps + int(s.unguided_run)) % (2**31))
+                   seed=engine_seed(self.seed, branch.index, branch.steps, s.unguided_run))
         if s.continue_search:  # the engine keeps this branch's population and the next run goes on from it
             raw["extras"] = {"population_key": f"{self.run_id}/{branch.index}",
                              "continue_population": step != "initial"}

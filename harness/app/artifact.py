@@ -52,9 +52,9 @@ SHIPPED_WORKFLOW = WorkflowParams.from_tuple((0, 1, 0, 0, 0))
 # with term combination acc_0.01 / acc_0.001 OOD 10 / 8 of 12, against 9 / 4 for the previous default and 9 / 5
 # for the engine alone (scripts/bench_harness.py --split train).
 # The unguided run (session 21): on held-out tasks seeding the one engine run cost exact laws the unguided run
-# found, so the engine's own run now goes first, beside the Planner, and the seeded run is a second one; each gets
+# found, so the engine's own run now goes first, beside the Planner, and the seeded run is a second one; each got
 # 30 s (the engine's fronts at 30 s and 60 s were the same on 11 of 12 training tasks, seed 0), so the benchmark's
-# engine arm still gets 60 s. Training templates, seeds 0 and 1: acc_0.01 OOD 9 / 10 of 12 against the engine's
+# engine arm got 60 s. Training templates, seeds 0 and 1: acc_0.01 OOD 9 / 10 of 12 against the engine's
 # 9 / 9, acc_0.001 OOD 6 / 7 against 5 / 6, equal or better in domain; 57 s per task.
 # Run length (session 22): 60 s per run, the most a solve can spend within the issue's ~3 minutes on 2 cores
 # (two runs + the Planner: ~2 min). A compute budget, not a fitted setting: the synthetic fronts barely change
