@@ -375,6 +375,22 @@ def test_the_unguided_run_joins_the_pool_beside_the_guided_one(task) -> None:
     assert {c["equation"] for c in runs["unguided"].candidates} <= pool
 
 
+def test_the_unguided_runs_answer_survives_a_crashing_model(task) -> None:
+    """The model fails with an unexpected error on every call: the run records it, and the engine's own run is
+    still in the pool and picked, so a broken model costs the guided run only."""
+
+    def broken(messages, **request):
+        raise RuntimeError("model backend crashed")
+
+    settings = {**TINY, "unguided_run": True}
+    result = run_workflow(task, (0, 1, 0, 0, 0), None, ScriptedLLM(fn=broken), sr_settings=settings, seed=3)
+    assert any("model backend crashed" in e for e in result.errors), result.errors
+    unguided = next(n for n in result.state.nodes if n.kind == "sr" and n.info["step"] == "unguided")
+    assert unguided.candidates
+    assert {c["equation"] for c in unguided.candidates} <= {c.equation for c in result.candidates}
+    assert result.best is not None and math.isfinite(result.best.metric("valid"))
+
+
 def test_hypotheses_are_screened_before_the_engine(task) -> None:
     """Good hypotheses are fitted at once and seed the engine; bad ones are dropped with a note in the history."""
     good, bad = "-c0*A + c1*A**2*exp(-c2*t)", "c0*sin(997*t)"
