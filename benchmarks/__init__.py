@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from harness.engine.task import Task, TaskError
+from harness.engine.task import Split, Task, TaskError
 
-__all__ = ["SUITES", "Suite", "load_suite", "load_task", "list_suites", "subsample", "coerce_options"]
+__all__ = ["SUITES", "Suite", "load_suite", "load_task", "list_suites", "subsample", "add_noise", "coerce_options"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,18 @@ def _synthetic(**kw: Any) -> list[Task]:
     from benchmarks.sources.synthetic import synthetic_suite
 
     return synthetic_suite(**kw)
+
+
+def _lsr_like(**kw: Any) -> list[Task]:
+    from benchmarks.sources.lsr_like import lsr_like_suite
+
+    return lsr_like_suite(**kw)
+
+
+def _lsr_transform(**kw: Any) -> list[Task]:
+    from benchmarks.sources.lsr_transform import load_lsr_transform
+
+    return load_lsr_transform(**kw)
 
 
 def _llm_sr(**kw: Any) -> list[Task]:
@@ -77,13 +90,41 @@ _SIZES = {
     "n_ood": ("int", "out-of-domain test rows per task (default 200)"),
     "seed": ("int", "random seed (default 0)"),
 }
-_COMMON = {"max_rows": ("int", "keep at most this many rows per split (deterministic random subsample)")}
+_COMMON = {
+    "max_rows": ("int", "keep at most this many rows per split (deterministic random subsample)"),
+    "noise": ("float", "relative Gaussian noise on the train target, y*(1 + noise*N(0,1)) (default 0: none)"),
+    "noise_tests": ("bool", "add the same noise to the test targets too (default false: tests stay exact)"),
+}
 _ROOT = {"root": ("str", "data folder (default $HARNESS_SR_DATA or <repo>/../shared/data)")}
 
 SUITES: dict[str, Suite] = {
     s.name: s
     for s in (
-        Suite("synthetic", _synthetic, "built-in LSR-Synth-like tasks (physics, chemistry, biology, materials)", {
+        Suite("lsr_like", _lsr_like, "built-in LSR-Synth-grade tasks: LLM-SRBench's recipe (known + synthetic terms, "
+              "long trajectories, 5,000 points, OOD = the end of the time axis), our own laws", {
+            "n_per_domain": ("int", "tasks per domain (default 3)"),
+            "domains": ("list", "phys_osc, chem_react, bio_pop_growth, matsci (or physics, chemistry, ...)"),
+            "split": ("str", "all | train | test (laws from disjoint halves of the synthetic-term library)"),
+            "names": ("list", "exact tasks, e.g. chem_react_lsr_03"),
+            "n_points": ("int", "points per task before the split (default 5000)"),
+            "ood_fraction": ("float", "share of the time axis (materials: of the points) held out as OOD (0.1)"),
+            "test_fraction": ("float", "share of the in-domain points held out as the ID test (0.2)"),
+            "seed": ("int", "random seed (default 0)"),
+        }),
+        Suite("lsr_transform", _lsr_transform, "LSR-Transform from the Feynman table: another variable solved for "
+              "as the target (sympy), data where the solution holds, OOD above the training box", {
+            "path": ("str", "FeynmanEquations.csv (default <root>/feynman/FeynmanEquations.csv)"),
+            "split": ("str", "all | train | test (even / odd equation numbers)"),
+            "names": ("list", "exact tasks, e.g. lsr_transform_I.6.2a_theta"),
+            "n": ("int", "keep the first n tasks"),
+            "ood_extend": ("float", "OOD range [high, high + ood_extend*(high-low)] per original variable (0.5)"),
+            **{**_SIZES, "n_train": ("int", "training rows per task (default 2000)"),
+               "n_test": ("int", "in-domain test rows per task (default 500)"),
+               "n_ood": ("int", "out-of-domain test rows per task (default 500)")},
+            **_ROOT,
+        }),
+        Suite("synthetic", _synthetic, "built-in LSR-Synth-like tasks of the earlier figures (easier: short "
+              "windows, 3-digit constants; the engine alone solves most)", {
             "n_per_domain": ("int", "tasks per domain (default 3)"),
             "domains": ("list", "phys_osc, chem_react, bio_pop_growth, matsci (or physics, chemistry, ...)"),
             "split": ("str", "all | train | test (disjoint template halves)"),
@@ -132,7 +173,7 @@ SUITES: dict[str, Suite] = {
     )
 }
 ALIASES = {"table": "csv", "parquet": "csv", "llm-sr": "llm_sr", "llmsr": "llm_sr", "lsr-synth": "lsr_synth",
-           "lsr": "lsr_synth", "synth": "synthetic"}
+           "lsr": "lsr_synth", "synth": "synthetic", "lsr-like": "lsr_like", "lsr-transform": "lsr_transform"}
 
 
 def list_suites() -> list[Suite]:
@@ -187,9 +228,13 @@ def load_suite(name: str = "synthetic", **options: Any) -> list[Task]:
     suite = _suite(name)
     opts = coerce_options(suite.name, options)
     max_rows = opts.pop("max_rows", None)
+    noise, noise_tests = opts.pop("noise", None), bool(opts.pop("noise_tests", False))
     tasks = suite.loader(**opts)
+    seed = opts.get("seed", 0) or 0
     if max_rows is not None:
-        tasks = [subsample(t, max_rows, seed=opts.get("seed", 0) or 0) for t in tasks]
+        tasks = [subsample(t, max_rows, seed=seed) for t in tasks]
+    if noise:
+        tasks = [add_noise(t, noise, tests=noise_tests, seed=seed) for t in tasks]
     return tasks
 
 
@@ -209,7 +254,31 @@ def subsample(task: Task, max_rows: int, seed: int = 0) -> Task:
                    metadata=meta)
 
 
+def add_noise(task: Task, level: float, *, tests: bool = False, seed: int = 0) -> Task:
+    """The task with relative Gaussian noise on its train target, ``y * (1 + level * N(0, 1))`` (and on the test
+    targets when ``tests``), seeded by (seed, task name, split); the level and splits go into the metadata.
+
+    Relative: every point keeps its sign and scale, so targets near zero stay near zero and the acc_tau figures
+    keep their meaning (an additive level times the RMS of y would swamp the points near an equilibrium)."""
+    if not 0.0 <= level < 1.0:
+        raise TaskError(f"noise must be in [0, 1), got {level}")
+    name_key = zlib.crc32(task.name.encode("utf-8"))
+
+    def noisy(split, salt: int):
+        if split is None:
+            return None
+        rng = np.random.default_rng([seed, name_key, salt])
+        return Split(split.X, split.y * (1.0 + level * rng.standard_normal(split.y.shape)))
+
+    on = ["train"] + (["test_id", "test_ood"] if tests else [])
+    meta = {**task.metadata, "noise": {"level": float(level), "kind": "relative gaussian", "splits": on}}
+    return replace(task, train=noisy(task.train, 0),
+                   test_id=noisy(task.test_id, 1) if tests else task.test_id,
+                   test_ood=noisy(task.test_ood, 2) if tests else task.test_ood, metadata=meta)
+
+
 _SYNTH_NAME = re.compile(r"^[a-z_]+_synth_\d+$")
+_LSR_LIKE_NAME = re.compile(r"^[a-z_]+_lsr_\d+$")
 
 
 def load_task(spec: str | Task, **options: Any) -> Task:
@@ -238,6 +307,10 @@ def load_task(spec: str | Task, **options: Any) -> Task:
         return _one(load_suite("llm_sr", names=[spec], **options), spec)
     if _SYNTH_NAME.match(spec):
         return _one(load_suite("synthetic", names=[spec], **options), spec)
+    if _LSR_LIKE_NAME.match(spec):
+        return _one(load_suite("lsr_like", names=[spec], **options), spec)
+    if spec.startswith("lsr_transform_"):
+        return _one(load_suite("lsr_transform", names=[spec], **options), spec)
     if spec.startswith("feynman_"):
         return _one(load_suite("feynman", names=[spec], **options), spec)
     raise TaskError(f"cannot resolve task spec {spec!r}: use 'suite:name', a task folder, or a CSV/Parquet file")

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from benchmarks import SUITES, _suite, list_suites, load_suite
+from benchmarks import ALIASES, SUITES, _suite, list_suites, load_suite
 from harness.engine.task import Task, TaskError
 
 
@@ -45,7 +45,7 @@ def cmd_list(_: argparse.Namespace) -> None:
         for key, (kind, help_text) in suite.options.items():
             print(f"    {key}=<{kind}>  {help_text}")
         print("    max_rows=<int>  keep at most this many rows per split")
-    print("aliases: table/parquet -> csv, llm-sr -> llm_sr, lsr-synth -> lsr_synth")
+    print("aliases: " + ", ".join(f"{a} -> {b}" for a, b in ALIASES.items()))
 
 
 def cmd_show(args: argparse.Namespace) -> None:

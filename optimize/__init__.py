@@ -20,13 +20,11 @@ from optimize.context import OptimizeContext, build_context
 from optimize.evaluation import EvalRecord, EvalSummary, Evaluator, StageBudgetSpent
 from optimize.pipeline import run_pipeline, run_stage
 from optimize.settings import OptimizeSettings
-from optimize.spec import HarnessSpec
 
 __all__ = [
     "EvalRecord",
     "EvalSummary",
     "Evaluator",
-    "HarnessSpec",
     "OptimizeContext",
     "OptimizeSettings",
     "StageBudgetSpent",

@@ -16,10 +16,8 @@ from harness.llm.factory import make_llm
 from optimize.evaluation import Evaluator
 from optimize.runfolder import RunFolder
 from optimize.settings import OptimizeSettings
-from optimize.spec import HarnessSpec
+from workflows.harness import Harness, shipped_harness
 from optimize.tasks import TaskSets, load_task_sets
-from workflows.identity import llm_identity
-from workflows.params import DEFAULT_WORKFLOW
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +31,7 @@ class OptimizeContext:
     llm: Any
     tasks: TaskSets
     evaluator: Evaluator
-    base: HarnessSpec
+    base: Harness
     seed: int = 0
     llm_config: dict[str, Any] = field(default_factory=dict)
     reflection_llm: Any = None  # stage-1 rewrites and stage-3 reflection; None = ``llm``
@@ -68,12 +66,6 @@ def backend_settings(backend_config: Mapping[str, Any]) -> tuple[str, dict[str, 
     data = dict(backend_config)
     name = str(data.pop("name", "operon"))
     return name, SRSettings.coerce(data).model_dump(mode="json")
-
-
-def default_prompts() -> dict[str, str]:
-    from workflows.roles import default_prompts as seed_prompts
-
-    return dict(seed_prompts())
 
 
 def build_context(
@@ -125,14 +117,13 @@ def build_context(
         branch_workers=settings.branch_workers,
         keep_run_dirs=settings.keep_run_dirs,
         runner=runner,
+        time_scale=settings.train_time_scale,
     )
-    base = HarnessSpec(
-        prompts=dict(prompts) if prompts is not None else default_prompts(),
-        workflow=DEFAULT_WORKFLOW,
-        backend=backend,
-        sr_settings=sr_settings,
-        llm=llm_identity(llm_config),
-    )
+    # The seed is the shipped harness (one definition: workflows.harness.shipped_harness) with the model it is
+    # trained with; a backend config other than plain Operon changes the engine and what it overrides.
+    base = shipped_harness(llm=llm_config, backend=backend).with_changes(sr_settings=sr_settings)
+    if prompts is not None:
+        base = base.with_changes(prompts=dict(prompts))
     log.info("run folder %s: %d training tasks, %d held-out tasks, pid %d", folder.path, len(tasks.train),
              len(tasks.heldout), os.getpid())
     return OptimizeContext(

@@ -29,7 +29,7 @@ import numpy as np
 
 from optimize.cache import EvalCache
 from optimize.settings import STAGE_ORDER
-from optimize.spec import HarnessSpec
+from workflows.harness import Harness, run_harness
 
 log = logging.getLogger(__name__)
 
@@ -187,14 +187,8 @@ def _candidate_summary(cand: Any, split: str) -> dict[str, Any]:
 Runner = Callable[..., Any]
 
 
-def _default_runner() -> Runner:
-    from workflows.runner import run_workflow
-
-    return run_workflow
-
-
 class Evaluator:
-    """Runs ``workflows.runner.run_workflow`` for (spec, task, seed) triples that are not cached yet."""
+    """Runs harnesses (``workflows.harness.run_harness``) on (task, seed) pairs that are not cached yet."""
 
     def __init__(
         self,
@@ -210,6 +204,7 @@ class Evaluator:
         branch_workers: int | None = None,
         keep_run_dirs: bool = True,
         runner: Runner | None = None,
+        time_scale: float = 1.0,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -223,6 +218,7 @@ class Evaluator:
         self.branch_workers = branch_workers
         self.keep_run_dirs = keep_run_dirs
         self._runner = runner
+        self.time_scale = float(time_scale)
         self._trace_lock = threading.Lock()
         self._budget_lock = threading.Lock()
         self.trace_path = self.run_dir / "trace.jsonl"
@@ -252,28 +248,42 @@ class Evaluator:
         return max(0, int(limit) - self.stage_solver_runs(stage))
 
     # -- evaluation -----------------------------------------------------------------------------------------
+    def as_run(self, spec: Harness, time_scale: float | None = None) -> Harness:
+        """The harness as it is run: each SR run ``time_scale`` times its solve seconds (None: the training scale,
+        the optimizer's shortcut for speed; 1: the harness's own solve budget). The cache key is the digest of what
+        ran, so short training runs and full solves are never mixed up."""
+        scale = self.time_scale if time_scale is None else float(time_scale)
+        if scale == 1.0:
+            return spec
+        return spec.with_sr_settings(time_budget=spec.settings.time_budget * scale)
+
     def evaluate(
-        self, spec: HarnessSpec, tasks: Sequence[Any], seeds: Sequence[int] = (0,), *, stage: str, label: str = "",
-        reserve: int = 0,
+        self, spec: Harness, tasks: Sequence[Any], seeds: Sequence[int] = (0,), *, stage: str, label: str = "",
+        reserve: int = 0, time_scale: float | None = None,
     ) -> EvalSummary:
-        """Score ``spec`` on every (task, seed); raises :class:`StageBudgetSpent` when a new run is not affordable
+        """Score ``spec`` on every (task, seed), its SR runs at ``time_scale`` of its solve seconds (None: the
+        training scale; see :meth:`as_run`); raises :class:`StageBudgetSpent` when a new run is not affordable
         (fewer than ``reserve`` + 1 of the stage's solver executions left)."""
+        spec = self.as_run(spec, time_scale)
         pairs = [(task, int(seed)) for task in tasks for seed in seeds]
 
         def one(pair: tuple[Any, int]) -> EvalRecord:
-            return self.evaluate_one(spec, pair[0], pair[1], stage=stage, label=label, reserve=reserve)
+            return self.evaluate_one(spec, pair[0], pair[1], stage=stage, label=label, reserve=reserve,
+                                     time_scale=1.0)
 
         if self.task_workers > 1 and len(pairs) > 1:
             with ThreadPoolExecutor(max_workers=self.task_workers, thread_name_prefix="eval") as pool:
                 records = list(pool.map(one, pairs))
         else:
             records = [one(pair) for pair in pairs]
-        return summarize(spec.digest(), records)
+        return summarize(spec.identity_digest, records)
 
     def evaluate_one(
-        self, spec: HarnessSpec, task: Any, seed: int, *, stage: str, label: str = "", reserve: int = 0
+        self, spec: Harness, task: Any, seed: int, *, stage: str, label: str = "", reserve: int = 0,
+        time_scale: float | None = None,
     ) -> EvalRecord:
-        digest = spec.digest()
+        spec = self.as_run(spec, time_scale)
+        digest = spec.identity_digest
         key = task_key(task)
         data = self.cache.get(digest, key, seed)
         if data is not None:
@@ -310,32 +320,20 @@ class Evaluator:
         record.metric = self.metric
         return record
 
-    def _run(self, spec: HarnessSpec, task: Any, seed: int, *, stage: str, label: str) -> EvalRecord:
-        runner = self._runner or _default_runner()
+    def _run(self, spec: Harness, task: Any, seed: int, *, stage: str, label: str) -> EvalRecord:
         run_dir = None
         if self.keep_run_dirs:
-            run_dir = self.run_dir / "runs" / stage / spec.digest() / f"{_safe_name(task.name)}_s{seed}"
+            run_dir = self.run_dir / "runs" / stage / spec.identity_digest / f"{_safe_name(task.name)}_s{seed}"
         started = time.perf_counter()
         try:
-            result = runner(
-                task,
-                spec.workflow,
-                dict(spec.prompts),
-                self.llm,
-                backend=spec.backend,
-                sr_settings=dict(spec.sr_settings),
-                role_agents=spec.role_agents,
-                budget=self.run_budget,
-                seed=seed,
-                run_dir=run_dir,
-                max_workers=self.branch_workers,
-            )
+            result = run_harness(spec, task, self.llm, seed=seed, budget=self.run_budget, run_dir=run_dir,
+                                 max_workers=self.branch_workers, runner=self._runner)
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 - a crashed run scores 0 and is not cached (it may be transient)
-            log.warning("evaluation of %s on %s (seed %d) raised: %s", spec.digest(), task.name, seed, exc)
+            log.warning("evaluation of %s on %s (seed %d) raised: %s", spec.identity_digest, task.name, seed, exc)
             return EvalRecord(
-                digest=spec.digest(), task=task.name, task_key=task_key(task), seed=seed, stage=stage, score=0.0,
+                digest=spec.identity_digest, task=task.name, task_key=task_key(task), seed=seed, stage=stage, score=0.0,
                 metric=self.metric, split=self.score_split, seconds=time.perf_counter() - started,
                 status="exception", errors=[f"{type(exc).__name__}: {exc}"[:500]],
                 run_dir=str(run_dir) if run_dir else None, label=label, cached=False,
@@ -343,7 +341,7 @@ class Evaluator:
         return self._record(spec, task, seed, stage, label, result, time.perf_counter() - started, run_dir)
 
     def _record(
-        self, spec: HarnessSpec, task: Any, seed: int, stage: str, label: str, result: Any, seconds: float,
+        self, spec: Harness, task: Any, seed: int, stage: str, label: str, result: Any, seconds: float,
         run_dir: Path | None,
     ) -> EvalRecord:
         best = getattr(result, "best", None)
@@ -368,7 +366,7 @@ class Evaluator:
         state = getattr(result, "state", None)
         counts = state.counts() if state is not None and hasattr(state, "counts") else {}
         return EvalRecord(
-            digest=spec.digest(),
+            digest=spec.identity_digest,
             task=task.name,
             task_key=task_key(task),
             seed=seed,

@@ -1,8 +1,9 @@
-"""Freeze — score each stage's harness on all training and held-out tasks, pick the final one, write harness.json.
+"""Freeze — score each stage's harness on all training and held-out tasks, pick one, gate it, write harness.json.
 
-Reads everything from the run folder (stage result files), so ``stage=freeze`` works as its own process. The final
-harness is the stage harness with the best *training* score (ties: fewer LLM calls per task, then the later
-stage); held-out tasks are scored for the report only and never influence the choice. Report-only runs are paid
+Reads everything from the run folder (stage result files), so ``stage=freeze`` works as its own process. The pick
+is the stage harness with the best *training* score (ties: fewer LLM calls per task, then the later stage); it
+is frozen only if it then beats the seed (the shipped default) on the training tasks at the solve budget
+(``gate``), else the seed is frozen. Held-out tasks are scored for the report only and never influence a choice. Report-only runs are paid
 under the stage ``freeze``, so the cumulative solver executions of stages 1-3 stay what the optimizer itself used.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 from harness.app.artifact import FrozenHarness
 from optimize.context import OptimizeContext
 from optimize.settings import STAGE_ORDER
-from optimize.spec import HarnessSpec
+from workflows.harness import Harness
 from workflows.identity import llm_identity
 
 log = logging.getLogger(__name__)
@@ -48,13 +49,13 @@ def save_once(frozen: FrozenHarness, path: Any) -> FrozenHarness:
         return frozen
 
 
-def stage_specs(ctx: OptimizeContext) -> dict[str, HarnessSpec]:
+def stage_specs(ctx: OptimizeContext) -> dict[str, Harness]:
     """The harness each finished stage produced (baseline = seed prompts + default workflow)."""
     specs = {"baseline": ctx.base}
     for stage in ("init", "search", "refine"):
         result = ctx.folder.load_stage(stage)
         if result and result.get("harness"):
-            specs[stage] = HarnessSpec.from_dict(result["harness"])
+            specs[stage] = Harness.from_dict(result["harness"])
     return specs
 
 
@@ -115,7 +116,7 @@ def _row(summary: Any, tasks: list[Any] | None = None) -> dict[str, Any] | None:
     return row
 
 
-def evaluate_stages(ctx: OptimizeContext, specs: dict[str, HarnessSpec]) -> dict[str, dict[str, Any]]:
+def evaluate_stages(ctx: OptimizeContext, specs: dict[str, Harness]) -> dict[str, dict[str, Any]]:
     f = ctx.settings.freeze
     rows: dict[str, dict[str, Any]] = {}
     for stage in STAGE_ORDER:
@@ -127,7 +128,7 @@ def evaluate_stages(ctx: OptimizeContext, specs: dict[str, HarnessSpec]) -> dict
             train = ctx.evaluator.evaluate(spec, ctx.tasks.train, ctx.seeds, stage=STAGE, label=f"{stage} train")
         if f.heldout and ctx.tasks.heldout:
             held = ctx.evaluator.evaluate(spec, ctx.tasks.heldout, ctx.seeds, stage=STAGE, label=f"{stage} heldout")
-        rows[stage] = {"title": STAGE_TITLES[stage], "digest": spec.digest(),
+        rows[stage] = {"title": STAGE_TITLES[stage], "digest": spec.identity_digest,
                        "workflow": list(spec.workflow.as_tuple()), "train": _row(train, ctx.tasks.train),
                        "heldout": _row(held, ctx.tasks.heldout)}
         log.info("freeze: %s train %.3f held-out %s", stage, train.score if train else float("nan"),
@@ -135,7 +136,7 @@ def evaluate_stages(ctx: OptimizeContext, specs: dict[str, HarnessSpec]) -> dict
     return rows
 
 
-def pick_final(specs: dict[str, HarnessSpec], rows: dict[str, dict[str, Any]]) -> str:
+def pick_final(specs: dict[str, Harness], rows: dict[str, dict[str, Any]]) -> str:
     """Best training score; ties go to fewer LLM calls per task, then to the later stage."""
     scored = [s for s in STAGE_ORDER if s in rows and rows[s]["train"] is not None]
     if not scored:
@@ -144,19 +145,57 @@ def pick_final(specs: dict[str, HarnessSpec], rows: dict[str, dict[str, Any]]) -
     return max(scored, key=lambda s: (rows[s]["train"]["score"], -rows[s]["train"]["llm_calls_per_task"], order[s]))
 
 
+def gate(ctx: OptimizeContext, seed: Harness, candidate: Harness) -> dict[str, Any]:
+    """Freeze only what wins (GEPA / HarnessSR accept only improvements): the candidate and the seed, each on the
+    training tasks at ``freeze.time_scale`` of their solve seconds; the candidate is kept only when it scores
+    strictly higher. Both are then scored the same way on the held-out tasks, for the report (never to choose)."""
+    scale = ctx.settings.freeze.time_scale
+    out: dict[str, Any] = {"time_scale": scale, "seed_digest": seed.identity_digest,
+                           "candidate_digest": candidate.identity_digest,
+                           "solve_seconds_per_run": seed.settings.time_budget * scale}
+    arms = {"seed": seed} if candidate.identity_digest == seed.identity_digest else {"seed": seed,
+                                                                                     "candidate": candidate}
+    for name, harness in arms.items():
+        train = ctx.evaluator.evaluate(harness, ctx.tasks.train, ctx.seeds, stage=STAGE, label=f"gate {name}",
+                                       time_scale=scale)
+        held = None
+        if ctx.tasks.heldout:
+            held = ctx.evaluator.evaluate(harness, ctx.tasks.heldout, ctx.seeds, stage=STAGE,
+                                          label=f"gate {name} heldout", time_scale=scale)
+        out[name] = {"train": _row(train, ctx.tasks.train), "heldout": _row(held, ctx.tasks.heldout)}
+    if "candidate" not in arms:
+        out["candidate"] = out["seed"]
+        out["winner"], out["reason"] = "seed", "the optimizer's pick is the seed harness itself"
+    else:
+        c, s_ = out["candidate"]["train"]["score"], out["seed"]["train"]["score"]
+        won = c > s_
+        out["winner"] = "candidate" if won else "seed"
+        out["reason"] = (f"the trained harness scored {c:.3f} against the seed's {s_:.3f} on the training tasks "
+                         f"at {scale:g} of the solve seconds: " + ("frozen" if won else
+                                                                   "not an improvement, the seed is frozen"))
+    log.info("freeze gate: %s", out["reason"])
+    return out
+
+
 def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
-    """Evaluate stage harnesses, save ``harness.json`` (FrozenHarness) and return the freeze result."""
+    """Evaluate stage harnesses, gate the pick against the seed, save ``harness.json`` (FrozenHarness) and
+    return the freeze result."""
     from harness.app.artifact import FrozenHarness
 
     specs = stage_specs(ctx)
     rows = evaluate_stages(ctx, specs)
-    final = pick_final(specs, rows)
+    picked = pick_final(specs, rows)
+    verdict = gate(ctx, ctx.base, specs[picked])
+    final = picked if verdict["winner"] == "candidate" else "baseline"
     spec = specs[final]
     spent = ctx.evaluator.spent()
     cumulative = ctx.evaluator.cumulative_solver_runs(("init", "search", "refine"))
     provenance = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "selected_stage": final,
+        "picked_stage": picked,
+        "gate": verdict,
+        "train_time_scale": ctx.settings.train_time_scale,
         "scores": {stage: {"train": (row["train"] or {}).get("score"), "heldout": (row["heldout"] or {}).get("score")}
                    for stage, row in rows.items()},
         "stage_rows": rows,
@@ -174,11 +213,10 @@ def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
         "preset": ctx.settings.preset,
         "settings": ctx.settings.model_dump(),
     }
-    frozen = FrozenHarness.create(dict(spec.prompts), spec.workflow, backend=spec.backend,
-                                  sr_settings=dict(spec.sr_settings), llm=ctx.llm_config, provenance=provenance,
-                                  role_agents=spec.role_agents)
+    frozen = FrozenHarness.from_harness(spec.with_changes(llm=llm_identity(ctx.llm_config)), provenance)
     frozen = save_once(frozen, ctx.folder.harness_path)
     log.info("froze the %s harness (%s) to %s", final, frozen.digest, ctx.folder.harness_path)
-    return {"stage": STAGE, "selected_stage": final, "rows": rows, "solver_runs_cumulative": cumulative,
+    return {"stage": STAGE, "selected_stage": final, "picked_stage": picked, "gate": verdict,
+            "train_time_scale": ctx.settings.train_time_scale, "rows": rows, "solver_runs_cumulative": cumulative,
             "metric": ctx.settings.metric, "score_split": ctx.settings.score_split,
             "harness_path": str(ctx.folder.harness_path), "digest": frozen.digest}

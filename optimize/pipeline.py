@@ -14,7 +14,7 @@ from typing import Any
 from optimize.context import OptimizeContext
 from optimize.freeze import run_freeze
 from optimize.report import write_report
-from optimize.spec import HarnessSpec
+from workflows.harness import Harness
 from optimize.stage1 import run_stage1
 from optimize.stage2 import run_stage2
 from optimize.stage3 import run_stage3
@@ -32,12 +32,12 @@ def prompt_pool(ctx: OptimizeContext) -> dict[str, list[str]]:
     return {role: [text] for role, text in ctx.base.prompts.items()}
 
 
-def refine_start(ctx: OptimizeContext) -> HarnessSpec:
+def refine_start(ctx: OptimizeContext) -> Harness:
     """Stage 2's harness, else stage 1's, else the seed harness."""
     for stage in ("search", "init"):
         result = ctx.folder.load_stage(stage)
         if result and result.get("harness"):
-            return HarnessSpec.from_dict(result["harness"])
+            return Harness.from_dict(result["harness"])
     log.warning("no stage-1/2 result in %s: stage 3 refines the seed harness", ctx.folder.path)
     return ctx.base
 

@@ -264,6 +264,35 @@ def llm_cache_stats(run_dir: Path) -> dict[str, int] | None:
     return {"stored": int(stored), "hits": int(hits)}
 
 
+def _gate_tables(freeze: dict[str, Any]) -> list[str]:
+    """The first table: the trained harness against the shipped default at the same solve seconds, held-out
+    tasks (and the training tasks that decided the gate)."""
+    gate = freeze.get("gate")
+    if not gate:
+        return []
+    seconds = gate.get("solve_seconds_per_run")
+    out = ["## Trained vs shipped default (same solve seconds)", "",
+           f"{gate.get('reason', '')}. Both scored with {_f(seconds, 1)} s per SR run ({_f(gate.get('time_scale'), 2)} "
+           "of the solve seconds); stages 1-3 trained with "
+           f"{_f(freeze.get('train_time_scale') or 1.0, 2)} of them.", "",
+           "| tasks | harness | mean score | acc_0.01 ID | acc_0.01 OOD | symbolic accuracy | LLM calls / task |",
+           "|---|---|---|---|---|---|---|"]
+    for split, label in (("heldout", "held-out"), ("train", "training (decides)")):
+        for arm, name in (("candidate", "trained"), ("seed", "shipped default")):
+            row = (gate.get(arm) or {}).get(split)
+            if not row:
+                continue
+            tasks = list((row.get("tasks") or {}).values())
+            acc_id = sum(t.get("acc_0.01_id") or 0 for t in tasks) / len(tasks) if tasks else None
+            acc_ood = sum(t.get("acc_0.01_ood") or 0 for t in tasks) / len(tasks) if tasks else None
+            out.append(f"| {label} | {name} | {_f(row.get('score'))} | {_f(acc_id)} | {_f(acc_ood)} | "
+                       f"{_f(row.get('sa'))} | {_f(row.get('llm_calls_per_task'), 1)} |")
+    if gate.get("candidate_digest") == gate.get("seed_digest"):
+        out.append("")
+        out.append("(The optimizer's pick is the seed itself: one row per split is the same harness.)")
+    return out + [""]
+
+
 def write_report(run_dir: str | Path) -> Path:
     """Write ``report.md`` (+ PNGs) into ``run_dir`` from its stage result files; returns the report path."""
     folder = RunFolder(run_dir)
@@ -273,6 +302,7 @@ def write_report(run_dir: str | Path) -> Path:
     if freeze:
         out += [f"Final harness: `harness.json` (from {TITLES.get(freeze.get('selected_stage'), '?')}, digest "
                 f"`{freeze.get('digest')}`).", ""]
+        out += _gate_tables(freeze)
     out += ["## Stages", ""]
     out += _stage_table(freeze) if freeze else ["(freeze has not run yet: no per-stage scores)"]
     metric, scored = freeze.get("metric", "acc_0.01"), freeze.get("score_split", "test_id")

@@ -13,6 +13,8 @@ from optimize.rewrite import RewriteSettings
 
 # The optimizer's stages in order: the seed harness, then stage 1 (prompt init), 2 (joint search), 3 (refinement).
 STAGE_ORDER: tuple[str, ...] = ("baseline", "init", "search", "refine")
+# The order in which the optimizer works through the roles (stage 2 adaptation, stage 3 reflection).
+ROLE_ORDER: tuple[str, ...] = ("planner", "analyst", "diagnoser", "repairer", "synthesizer")
 
 
 class _Model(BaseModel):
@@ -90,9 +92,15 @@ class Stage3Settings(_Model):
 
 
 class FreezeSettings(_Model):
+    """``evaluate``/``train``/``heldout``: which stage harnesses are scored where, at the training scale (the
+    stage curve). Then the gate: the stages' pick and the seed (the shipped default) are scored on the training
+    tasks at ``time_scale`` of their solve seconds (1 = the solve budget itself); the pick is frozen only when it
+    scores higher, else the seed is. Both are also scored so on the held-out tasks (the report's first table)."""
+
     evaluate: list[str] = Field(default_factory=lambda: list(STAGE_ORDER))
     train: bool = True
     heldout: bool = True
+    time_scale: float = Field(1.0, gt=0.0, le=1.0)
 
     @field_validator("evaluate")
     @classmethod
@@ -111,6 +119,9 @@ class OptimizeSettings(_Model):
     metric: str = "acc_0.01"
     score_split: str = "test_id"  # or several joined by "+": "test_id+test_ood" scores their mean
     force: bool = False
+    # Training shortcut: every SR run of stages 1-3 gets this share of the harness's solve seconds (the frozen
+    # harness keeps its own; freeze.time_scale decides the gate's). Stated in the report.
+    train_time_scale: float = Field(1.0, gt=0.0, le=1.0)
     task_workers: int = Field(1, ge=1)
     branch_workers: int | None = 1
     keep_run_dirs: bool = True

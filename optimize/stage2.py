@@ -22,7 +22,6 @@ import random
 import socket
 import time
 import warnings
-from dataclasses import replace
 from typing import Any
 
 import optuna
@@ -35,9 +34,9 @@ from optimize.context import OptimizeContext
 from optimize.evaluation import StageBudgetSpent
 from optimize.feedback import discovery_feedback
 from optimize.rewrite import propose_rewrite
-from optimize.settings import Bounds, Stage2Settings
-from optimize.spec import ROLE_ORDER, HarnessSpec
+from optimize.settings import ROLE_ORDER, Bounds, Stage2Settings
 from optimize.tasks import minibatch, stable_seed
+from workflows.harness import Harness
 from workflows.identity import short_hash
 from workflows.params import WorkflowParams
 from workflows.roles import ROLE_TOOLS, role_agent_settings
@@ -212,10 +211,10 @@ def suggest_role_agents(trial: Trial, b: Bounds, w: WorkflowParams) -> dict[str,
     return agents
 
 
-def spec_for(base: HarnessSpec, pool: dict[str, list[str]], w: WorkflowParams, idx: dict[str, int],
-             agents: dict[str, RoleAgentConfig] | None = None) -> HarnessSpec:
+def spec_for(base: Harness, pool: dict[str, list[str]], w: WorkflowParams, idx: dict[str, int],
+             agents: dict[str, RoleAgentConfig] | None = None) -> Harness:
     spec = base.with_workflow(w).with_prompts(**{role: pool[role][i] for role, i in idx.items()})
-    return replace(spec, role_agents=dict(agents or {}))
+    return spec.with_changes(role_agents=dict(agents or {}))
 
 
 # -- run --------------------------------------------------------------------------------------------------------
@@ -330,7 +329,7 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
         trial.set_user_attr("workflow", list(w.as_tuple()))
         trial.set_user_attr("prompt_index", idx)
         trial.set_user_attr("role_agents", {r: a.model_dump(mode="json") for r, a in agents.items()})
-        trial.set_user_attr("digest", spec.digest())
+        trial.set_user_attr("digest", spec.identity_digest)
         trial.set_user_attr("new_evaluations", summary.n_new)
         trial.set_user_attr("cache_hits", summary.n_cached)
         log.info("stage 2 trial %d: w=%s prompts=%s role agents=%s acc=%.3f calls/task=%.1f (%d cached)",
@@ -352,7 +351,7 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
     return study, workflows
 
 
-def adapt(ctx: OptimizeContext, spec: HarnessSpec, batch: list[Any]) -> tuple[HarnessSpec, list[dict[str, Any]]]:
+def adapt(ctx: OptimizeContext, spec: Harness, batch: list[Any]) -> tuple[Harness, list[dict[str, Any]]]:
     """Short stage-1-style rewrite of the chosen prompts inside the chosen workflow; keep only improvements."""
     s = ctx.settings.stage2
     journal = ctx.folder.journal(STAGE)
@@ -367,7 +366,7 @@ def adapt(ctx: OptimizeContext, spec: HarnessSpec, batch: list[Any]) -> tuple[Ha
         for role in roles:
             feedback = discovery_feedback(current.records, ctx.task_index, ctx.settings.rewrite.feedback_chars)
             rw = journal.get_or_make(
-                f"adapt/{spec.digest()}/{step}/{role}",
+                f"adapt/{spec.identity_digest}/{step}/{role}",
                 lambda role=role, feedback=feedback: propose_rewrite(
                     ctx.rewriter, role, spec.prompts[role], feedback, mode="engineer",
                     settings=ctx.settings.rewrite.settings(), seed=ctx.seed + 7 * step, context=context,

@@ -21,7 +21,8 @@ from optimize.context import OptimizeContext
 from optimize.evaluation import EvalSummary, StageBudgetSpent
 from optimize.feedback import sr_diagnostics_feedback, trace_feedback
 from optimize.rewrite import propose_rewrite
-from optimize.spec import ROLE_ORDER, HarnessSpec
+from optimize.settings import ROLE_ORDER
+from workflows.harness import Harness
 from optimize.tasks import minibatch, split_slice, stable_seed
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ STAGE = "refine"
 
 @dataclass
 class Member:
-    spec: HarnessSpec
+    spec: Harness
     holdout: EvalSummary
     parent: int | None
     role: str | None
@@ -39,7 +40,7 @@ class Member:
     def to_dict(self, index: int) -> dict[str, Any]:
         return {"index": index, "parent": self.parent, "role": self.role, "step": self.step,
                 "holdout_score": self.holdout.score, "per_task": self.holdout.per_task,
-                "llm_calls_per_task": self.holdout.llm_calls_per_task, "digest": self.spec.digest(),
+                "llm_calls_per_task": self.holdout.llm_calls_per_task, "digest": self.spec.identity_digest,
                 "prompts": self.spec.used_prompts()}
 
 
@@ -107,7 +108,7 @@ def refine_step(ctx: OptimizeContext, step: int, members: list[Member], parent_i
     context = (f"The team runs the workflow w={parent.spec.workflow.as_tuple()} (analyst, branches, repair rounds, "
                f"discussion rounds, synthesizer); roles in use: {', '.join(roles)}.")
     rw = ctx.folder.journal(STAGE).get_or_make(
-        f"{step}/{parent.spec.digest()}/{role}",
+        f"{step}/{parent.spec.identity_digest}/{role}",
         lambda: propose_rewrite(ctx.rewriter, role, parent.spec.prompts[role], feedback, mode="reflect",
                                 settings=ctx.settings.rewrite.settings(), seed=ctx.seed + 13 * step,
                                 context=context).to_dict(),
@@ -135,7 +136,7 @@ def refine_step(ctx: OptimizeContext, step: int, members: list[Member], parent_i
     return row
 
 
-def run_stage3(ctx: OptimizeContext, start: HarnessSpec) -> dict[str, Any]:
+def run_stage3(ctx: OptimizeContext, start: Harness) -> dict[str, Any]:
     """Refine ``start``'s instructions; returns the stage-3 result (the caller saves it)."""
     s = ctx.settings.stage3
     feedback_tasks, holdout_tasks = split_slice(ctx.tasks.train, s.holdout, ctx.seed, STAGE)

@@ -1,7 +1,8 @@
 """Does LLM guidance help? The default harness against its own SR engine run alone, side by side, in one run.
 
-    python scripts/bench_harness.py [--out runs/bench_harness] [--n-per-domain 3] [--split test]
-        [--llm-sr ../shared/data/llm-sr] [--harness default] [--ablation] [--tasks NAME ...]
+    python scripts/bench_harness.py [--out runs/bench_harness] [--suite lsr_like] [--n-per-domain 3] [--split test]
+        [--option key=value ...] [--llm-sr ../shared/data/llm-sr | --llm-sr ''] [--harness default] [--ablation]
+        [--tasks NAME ...]
         [--reuse engine=runs/<earlier>/results.jsonl]   # the engine alone does not change with the harness
 
 Arms (each task, same seed):
@@ -18,8 +19,11 @@ Arms (each task, same seed):
   (``harness.engine.combine``), derived from the engine record without another run (exact: combination never
   changes a search), so the table tells the combination tool's share from the model's terms' share.
 
-Tasks: the built-in synthetic suite (all four domains; ``--split test`` = the held-out templates, never tuned on)
-and the four LLM-SR problems, whose NMSE is also compared with PySR's and LLM-SR's published figures.
+Tasks: a suite (``--suite``: ``lsr_like`` by default, the LSR-Synth-grade generator; ``synthetic`` for the easier
+suite of the earlier figures; ``lsr_transform``; any suite with ``--option``), its ``--split`` (``test`` = the
+held-out laws, never tuned on), and the four LLM-SR problems, whose NMSE is also compared with PySR's and
+LLM-SR's published figures. Every record carries symbolic accuracy (``harness.engine.symbolic``) where the task
+has a ground truth: the summary's ``SA`` column.
 Every finished (arm, task) is appended to ``<out>/results.jsonl`` and skipped on a rerun, so a killed benchmark
 resumes. Prints markdown tables; writes them to ``<out>/tables.md``. One seed moves a figure by about a task
 either way: run it with ``--seed 0``, ``1``, ``2`` into separate folders and pool them with
@@ -45,6 +49,7 @@ from harness.app.artifact import FrozenHarness
 from harness.engine.candidates import Candidate, dedupe, select
 from harness.engine.combine import combine_terms
 from harness.engine.context import AgentContext, FitSettings, add_edge_scores
+from harness.engine.symbolic import task_symbolic_match
 from harness.sr.backends import run_search
 from workflows.params import SRSettings, engine_seed, expected_solver_runs
 
@@ -124,10 +129,20 @@ def combine_engine(record: dict[str, Any], task: Any, seed: int) -> dict[str, An
             "derived_from": "engine", "pool": pool_record(found, task, seed) + (record.get("pool") or [])}
 
 
+def suite_options(args: argparse.Namespace) -> dict[str, Any]:
+    options = dict(item.split("=", 1) for item in args.option)
+    spec = benchmarks.SUITES[args.suite].options
+    if "n_per_domain" in spec:
+        options.setdefault("n_per_domain", args.n_per_domain)
+    if "split" in spec:
+        options.setdefault("split", args.split)
+    return options
+
+
 def load_tasks(args: argparse.Namespace) -> list[Any]:
     tasks = []
     if args.n_per_domain > 0:
-        tasks += benchmarks.load_suite("synthetic", n_per_domain=args.n_per_domain, split=args.split)
+        tasks += benchmarks.load_suite(args.suite, **suite_options(args))
     if args.llm_sr and Path(args.llm_sr).is_dir():  # the loader takes the data root holding llm-sr/
         tasks += benchmarks.load_suite("llm_sr", root=str(Path(args.llm_sr).resolve().parent))
     if args.tasks:
@@ -139,20 +154,22 @@ def tables(records: list[dict[str, Any]], arms: list[str]) -> str:
     out: list[str] = []
     rows = []
     for r in records:
-        row = {"arm": r["arm"], "task": r["task"], "suite": r["suite"]}
+        row = {"arm": r["arm"], "task": r["task"],
+               "suite": r["suite"] + (f" ({r['split']} split)" if r.get("split") and r["suite"] != "llm_sr" else "")}
         for split, name in FIGURES + [("test_id", "nmse"), ("test_ood", "nmse")]:
             row[f"{name} {'ID' if split == 'test_id' else 'OOD'}"] = metric(r, split, name)
+        row["SA"] = float((r.get("symbolic") or {}).get("equivalent", 0.0)) if r.get("ground_truth") else math.nan
         row["seconds"], row["llm_calls"] = r.get("seconds"), r.get("llm_calls")
         rows.append(row)
     df = pd.DataFrame(rows)
     if df.empty:
         return "(no results yet)"
-    for suite in ("synthetic", "llm_sr"):
+    for suite in sorted(set(df["suite"])):
         part = df[df["suite"] == suite]
         if part.empty:
             continue
         out.append(f"### {suite}: per task\n")
-        wide = part.pivot_table(index="task", columns="arm", values=["acc_0.01 ID", "acc_0.01 OOD", "nmse ID", "nmse OOD"],
+        wide = part.pivot_table(index="task", columns="arm", values=["acc_0.01 ID", "acc_0.01 OOD", "SA", "nmse ID", "nmse OOD"],
                                 aggfunc="first")
         wide.columns = [f"{a} {m}" for m, a in wide.columns]
         out.append(wide.to_markdown(floatfmt=".3g") + "\n")
@@ -166,6 +183,7 @@ def tables(records: list[dict[str, Any]], arms: list[str]) -> str:
             for split, name in FIGURES:
                 col = f"{name} {'ID' if split == 'test_id' else 'OOD'}"
                 s[col] = a[col].fillna(0).mean()
+            s["SA"] = a["SA"].mean()
             s["median nmse ID"] = a["nmse ID"].median()
             s["median nmse OOD"] = a["nmse OOD"].median()
             s["s/task"] = a["seconds"].mean()
@@ -173,7 +191,7 @@ def tables(records: list[dict[str, Any]], arms: list[str]) -> str:
             summary.append(s)
         out.append(pd.DataFrame(summary).to_markdown(index=False, floatfmt=".3g") + "\n")
     out.append(selection_table(records, arms))
-    llm = df[df["suite"] == "llm_sr"]
+    llm = df[df["suite"].str.startswith("llm_sr")]
     if not llm.empty:
         out.append("### LLM-SR problems: NMSE against published figures (wins = our NMSE lower)\n")
         lines, wins = [], {}
@@ -204,7 +222,7 @@ def selection_table(records: list[dict[str, Any]], arms: list[str]) -> str:
     for the harness, the pick among the pool its search produced while following its own rule."""
     rows = []
     for arm in arms:
-        for suite in ("synthetic", "llm_sr"):
+        for suite in sorted({r["suite"] for r in records}):
             recs = [r for r in records if r["arm"] == arm and r["suite"] == suite and r.get("pool")]
             if not recs:
                 continue
@@ -229,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench_harness")
     parser.add_argument("--harness", default="default")
-    parser.add_argument("--n-per-domain", type=int, default=3)
+    parser.add_argument("--suite", default="lsr_like", choices=sorted(benchmarks.SUITES))
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="suite option (repeatable)")
+    parser.add_argument("--n-per-domain", type=int, default=3, help="0 = no suite tasks (LLM-SR problems only)")
     parser.add_argument("--split", default="test", choices=("train", "test", "all"))
     parser.add_argument("--llm-sr", default=str(Path(__file__).resolve().parents[1].parent / "shared/data/llm-sr"))
     parser.add_argument("--tasks", nargs="*")
@@ -263,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"harness {harness.digest[:19]} w={harness.workflow.as_tuple()} llm={harness.llm} "
           f"SR seconds per task {sr_seconds:g}; {len(tasks)} tasks; arms {arms}", flush=True)
     for task in tasks:
-        suite = "llm_sr" if task.name in PUBLISHED else "synthetic"
+        suite = "llm_sr" if task.name in PUBLISHED else args.suite
         for arm in arms:
             if (arm, task.name) in done:
                 continue
@@ -284,13 +304,16 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # recorded as a miss, never dropped
                 rec = {"equation": None, "metrics": {}, "llm_calls": None, "error": f"{type(exc).__name__}: {exc}",
                        "traceback": traceback.format_exc()[-2000:], "seconds": round(time.perf_counter() - t0, 2)}
+            match = task_symbolic_match(task, rec.get("equation"))
             rec.update(arm=arm, task=task.name, suite=suite, domain=task.domain, ground_truth=task.ground_truth,
-                       seed=args.seed)
+                       seed=args.seed, split=task.metadata.get("split", args.split),
+                       symbolic=match.to_record() if match else None)
             with results.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(rec, default=float) + "\n")
             print(f"{task.name:24s} {arm:10s} acc0.01 ID/OOD {metric(rec, 'test_id', 'acc_0.01'):.0f}/"
                   f"{metric(rec, 'test_ood', 'acc_0.01'):.0f} nmse ID/OOD {metric(rec, 'test_id', 'nmse'):.3g}/"
-                  f"{metric(rec, 'test_ood', 'nmse'):.3g} {rec['seconds']:.0f}s  {str(rec.get('equation'))[:90]}",
+                  f"{metric(rec, 'test_ood', 'nmse'):.3g} SA {int(bool(match and match.equivalent))} {rec['seconds']:.0f}s  "
+                  f"{str(rec.get('equation'))[:90]}",
                   flush=True)
     text = tables([r for r in load_records(results) if r["arm"] in arms and r["task"] in {t.name for t in tasks}], arms)
     (out / "tables.md").write_text(text + "\n", encoding="utf-8")

@@ -2,7 +2,7 @@
 the noise between seeds?
 
     python scripts/bench_seeds.py runs/bench_harness_seed0 runs/bench_harness_seed1 runs/bench_harness_seed2
-        [--suite synthetic] [--a harness] [--b engine]
+        [--suite lsr_like] [--a harness] [--b engine]
 
 One SR run on one task is noisy (a time-bounded search on a shared CPU; the LLM samples), so one seed can move a
 figure by a task either way. Prints, per arm and figure, the mean over seeds with the lowest and highest seed, and
@@ -68,7 +68,7 @@ def paired(df: pd.DataFrame, a: str, b: str) -> tuple[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="bench_harness.py output folders, one per seed")
-    parser.add_argument("--suite", default="synthetic", choices=("synthetic", "llm_sr"))
+    parser.add_argument("--suite", default="lsr_like", help="the records' suite: lsr_like, synthetic, llm_sr, ...")
     parser.add_argument("--a", default="harness")
     parser.add_argument("--b", default="engine")
     args = parser.parse_args(argv)

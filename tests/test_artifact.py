@@ -24,7 +24,8 @@ from workflows.params import WorkflowParams, expected_llm_calls, expected_solver
 from workflows.roles import ROLE_NAMES, default_prompts
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15}
+TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15,
+        "unguided_run": False}  # the engine-only run is tested on its own
 
 
 def test_default_is_our_prompts_and_baseline_workflow() -> None:
@@ -154,10 +155,11 @@ def test_llm_config_merges_overrides() -> None:
 def test_solve_with_scripted_model(tmp_path: Path) -> None:
     task = benchmarks.load_suite("synthetic", names=["phys_osc_synth_00"], n_train=60, n_test=30, n_ood=30)[0]
     h = FrozenHarness.default()
-    sol = h.solve(task, llm={"provider": SCRIPTED}, sr_settings=TINY, run_dir=tmp_path, seed=3)
+    settings = {**TINY, "unguided_run": True}  # the shipped default's unguided run, at a tiny size
+    sol = h.solve(task, llm={"provider": SCRIPTED}, sr_settings=settings, run_dir=tmp_path, seed=3)
     assert sol.equation and sol.status == "completed"
     assert sol.llm_calls == expected_llm_calls(h.workflow)
-    assert sol.solver_runs == expected_solver_runs(h.workflow, h.sr_settings) == 2  # the unguided run and the seeded one
+    assert sol.solver_runs == expected_solver_runs(h.workflow, {**h.sr_settings, **settings}) == 2  # the unguided run and the seeded one
     assert set(sol.metrics) == {"train", "valid", "test_id", "test_ood"}
     assert list(sol.front.columns) == ["complexity", "loss", "score", "equation", "sympy_format"]
     assert sol.front["complexity"].is_monotonic_increasing and sol.latex

@@ -19,7 +19,8 @@ from benchmarks.runner import (
 from harness.app.artifact import FrozenHarness
 from tests.doubles import SCRIPTED
 
-TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15}
+TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15,
+        "unguided_run": False}  # the engine-only run is tested on its own
 
 
 def _harness() -> FrozenHarness:

@@ -71,3 +71,28 @@ def test_agent_and_solve_sections_come_from_the_models() -> None:
     assert Budget(**OmegaConf.to_container(agent.budget, resolve=True)) == Budget()
     solve = _compose("solve", "data=x", "budget.max_seconds=180")
     assert solve.budget.max_seconds == 180 and solve.budget.max_llm_calls is None
+
+
+def test_one_definition_of_the_default(tmp_path) -> None:
+    """The shipped file, the Hydra base entries (optimize with llm=local, backend=operon) and the optimizer's seed
+    are the same harness: workflows.harness.shipped_harness()."""
+    from harness.app.artifact import FrozenHarness
+    from optimize.__main__ import register_config_bases
+    from optimize.context import build_context
+    from optimize.settings import OptimizeSettings
+    from optimize.tasks import TaskSets
+    from workflows.harness import shipped_harness
+
+    register_config_bases()
+    definition = shipped_harness()
+    shipped = FrozenHarness.default()
+    assert shipped.description() == definition
+    assert shipped.identity_digest == definition.identity_digest
+    cfg = OmegaConf.to_container(_compose("optimize"), resolve=True)
+    backend = {k: v for k, v in cfg["backend"].items() if k != "name"}
+    assert cfg["backend"]["name"] == definition.backend
+    assert SRSettings.model_validate(backend).model_dump(mode="json") == definition.sr_settings
+    ctx = build_context(tmp_path, OptimizeSettings.model_validate(cfg["optimize"]), llm_config=cfg["llm"],
+                        backend_config=cfg["backend"], benchmark_config=cfg["benchmark"], llm=object(),
+                        tasks=TaskSets([], []))
+    assert ctx.base == definition and ctx.base.identity_digest == shipped.identity_digest

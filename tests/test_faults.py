@@ -31,7 +31,8 @@ from harness.sr.backends import run_search
 from tests.doubles import HYDRA_TEST_CONF, SCRIPTED
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = {"time_budget": 1, "population_size": 30, "generations": 5, "max_length": 15}
+TINY = {"time_budget": 1, "population_size": 30, "generations": 5, "max_length": 15,
+        "unguided_run": False}  # the engine-only run is tested on its own
 
 
 @pytest.fixture(scope="module")

@@ -677,3 +677,13 @@ def test_server_killed_mid_series_ends_in_llm_error(llama_server) -> None:
             client.complete(USER)
     assert time.perf_counter() - start < 5.0
     assert client.usage.failures == 3 and client.usage.retries == 6
+
+
+def test_the_embedded_model_waits_longer_than_a_server_unless_told():
+    """A role prompt on one thread beside an SR run takes over a minute to evaluate on 2 cores: the generic 60 s
+    per-attempt limit would cut it before its first token, so the local client waits LOCAL_TIMEOUT_S unless the
+    config sets a limit."""
+    from harness.llm.local_client import LOCAL_TIMEOUT_S, LocalLlamaClient
+
+    assert LocalLlamaClient(LLMConfig(provider="local")).timeout_s == LOCAL_TIMEOUT_S > LLMConfig().timeout_s
+    assert LocalLlamaClient(LLMConfig(provider="local", timeout_s=7)).timeout_s == 7.0

@@ -23,7 +23,7 @@ from workflows.params import WorkflowParams
 
 SR = {"name": "operon", "time_budget": 1.0, "population_size": 50, "generations": 20, "max_length": 20,
       "operators": toy.TOY_SR_FLOOR,
-      "combine_terms": False}
+      "combine_terms": False, "unguided_run": False}
 TASKS = TaskSets(toy.toy_tasks(5), toy.toy_tasks(2, offset=100))
 
 

@@ -16,16 +16,17 @@ import pytest
 
 from harness.engine.candidates import Candidate
 from harness.engine.task import Task
+from harness.app.artifact import FrozenHarness
 from optimize.context import build_context
 from optimize.evaluation import EvalRecord, StageBudgetSpent, summarize
 from optimize.rewrite import RewriteSettings, check_instruction, propose_rewrite
 from optimize.settings import OptimizeSettings
-from optimize.spec import HarnessSpec
 from optimize.stage1 import run_stage1
 from optimize.stage2 import choose, completed, fixed_pool, run_stage2
 from optimize.stage3 import Member, pareto_members, run_stage3
 from optimize.tasks import TaskSets, minibatch, split_slice
 from tests.doubles import SCRIPTED, ScriptedLLM
+from workflows.harness import Harness
 from workflows.params import WorkflowParams, expected_llm_calls, expected_solver_runs
 
 PHRASE = "periodic hypothesis"
@@ -59,7 +60,8 @@ class FakeRunner:
                          metrics={"valid": {"nmse": 1.0 - score + 1e-6},
                                   "test_id": {"acc_0.01": score, "nmse": 1.0 - score + 1e-6}})
         return SimpleNamespace(best=cand, candidates=[cand], front=[cand], llm_calls=expected_llm_calls(params),
-                               solver_runs=expected_solver_runs(params), seconds=0.0, status="ok", errors=[],
+                               solver_runs=expected_solver_runs(params, kw.get("sr_settings")), seconds=0.0,
+                               status="ok", errors=[],
                                run_dir=kw.get("run_dir"))
 
 
@@ -93,8 +95,8 @@ def test_evaluator_caches_per_digest_task_seed_and_survives_restart(tmp_path):
     again = ctx.evaluator.evaluate(spec, ctx.tasks.train[:2], [0, 1], stage="search")
     assert (again.n_new, again.n_cached, runner.calls) == (0, 4, 4)
     # a prompt of a role the workflow does not call does not change the digest
-    assert spec.with_prompts(synthesizer="other").digest() == spec.digest()
-    assert spec.with_prompts(planner="other").digest() != spec.digest()
+    assert spec.with_prompts(synthesizer="other").identity_digest == spec.identity_digest
+    assert spec.with_prompts(planner="other").identity_digest != spec.identity_digest
     # a new process (new evaluator on the same folder) reuses the rows; the paying stage is kept
     ctx2, runner2 = context(tmp_path, planner_rule)
     assert ctx2.evaluator.evaluate(spec, ctx.tasks.train[:2], [0, 1], stage="refine").n_cached == 4
@@ -157,8 +159,8 @@ def test_stage1_finds_the_phrase_and_builds_the_pool(tmp_path):
     assert result["pool"]["planner"][0] == result["best_prompts"]["planner"] and len(result["pool"]["planner"]) == 2
     planner = result["groups"][0]
     assert planner["workflow"] == [0, 1, 0, 0, 0] and planner["candidates"][0]["score"] == 1.0
-    # 2 candidates x 2 tasks x (1 + 1 + 2 + 3) solver runs per local workflow
-    assert result["solver_runs"] == 2 * 2 * 7
+    # 2 candidates x 2 tasks x (1 + 1 + 2 + 3) guided solver runs per local workflow, + the seed's unguided run each
+    assert result["solver_runs"] == 2 * 2 * (7 + 4)
     # a rerun replays the journal and the cache: no new runs, same answer
     ctx2, runner2 = context(tmp_path, planner_rule, {"stage1": {"n_candidates": 2, "minibatch": 2, "pool_size": 2}},
                             llm=ScriptedLLM([], cycle=False))
@@ -204,8 +206,7 @@ def test_stage2_resume_counts_complete_trials(tmp_path):
 def test_stage2_searches_role_tools_and_samples_and_keeps_the_winner(tmp_path):
     """Scores reward a Planner with its tool: the search finds it, the chosen spec carries it into the runner."""
     from harness.runtime.role_agent import RoleAgentConfig
-    from optimize.spec import HarnessSpec
-
+    
     def rule(params, prompts, task, agents):
         planner = agents.get("planner")
         return bool(planner and "evaluate_expression" in planner.tools)
@@ -219,12 +220,11 @@ def test_stage2_searches_role_tools_and_samples_and_keeps_the_winner(tmp_path):
     params = [t["params"] for t in result["trials"]]
     assert all("tools_planner" in p and "role_samples" in p for p in params)
     assert result["chosen"]["role_agents"]["planner"]["tools"] == ["evaluate_expression"]
-    spec = HarnessSpec.from_dict(result["harness"])
+    spec = Harness.from_dict(result["harness"])
     assert spec.role_agents["planner"].tools == ("evaluate_expression",)
     assert any(isinstance(a.get("planner"), RoleAgentConfig) for a in runner.seen_agents)  # runs got the agent
     plain = spec.with_workflow(spec.workflow)
-    assert plain.digest() == spec.digest() != HarnessSpec(spec.prompts, spec.workflow, spec.backend,
-                                                         spec.sr_settings, spec.llm).digest()
+    assert plain.identity_digest == spec.identity_digest != spec.with_changes(role_agents={}).identity_digest
 
 
 def test_fixed_pool_space_is_a_seeded_presample(tmp_path):
@@ -252,14 +252,14 @@ def test_stage3_keeps_a_rewrite_only_when_it_wins_on_the_holdout_slice(tmp_path,
 
 def test_stage3_rejects_rewrites_that_do_not_help(tmp_path):
     ctx, _ = context(tmp_path, lambda p, pr, t: 0.0, {"stage3": {"steps": 2, "minibatch": 1, "holdout": 2}})
-    result = run_stage3(ctx, ctx.base)
+    result = run_stage3(ctx, ctx.base.with_workflow(WorkflowParams.from_tuple((0, 1, 1, 0, 0))))
     assert len(result["members"]) == 1 and not any(s["accepted"] for s in result["steps"])
     assert [s["role"] for s in result["steps"]] == ["planner", "diagnoser"]  # round-robin over the roles in use
 
 
 def test_pareto_set_keeps_per_task_winners_only():
     def member(scores):
-        return Member(HarnessSpec(SEED_PROMPTS, WorkflowParams()), summarize("d", [
+        return Member(Harness(prompts=SEED_PROMPTS, workflow=WorkflowParams()), summarize("d", [
             EvalRecord("d", t, 0, "refine", s) for t, s in scores.items()]), None, None, None)
 
     members = [member({"a": 1, "b": 0}), member({"a": 0, "b": 1}), member({"a": 0, "b": 0}), member({"a": 1, "b": 0})]
@@ -327,3 +327,65 @@ def test_score_split_may_average_id_and_ood(tmp_path):
     ctx2, runner2 = context(tmp_path, planner_rule, {"score_split": "test_id+test_ood"})
     again = ctx2.evaluator.evaluate(ctx.base, ctx.tasks.train[:1], stage="init")
     assert runner2.calls == 0 and again.n_cached == 1
+
+
+# -- freeze: only what wins, at the solve budget -------------------------------------------------------------
+def _fake_stage(ctx, stage: str, harness: Harness) -> None:
+    ctx.folder.save_stage(stage, {"stage": stage, "harness": harness.to_dict()})
+
+
+def test_freeze_keeps_the_seed_when_the_trained_harness_does_not_win(tmp_path):
+    from optimize.freeze import run_freeze
+
+    seen_seconds = []
+
+    def rule(params, prompts, task):  # the trained prompt is worse: it loses every task
+        return "worse" not in prompts["planner"]
+
+    ctx, runner = context(tmp_path, rule, {"train_time_scale": 0.1, "freeze": {"time_scale": 0.5}})
+    original = runner.__call__
+
+    def spy(task, params, prompts, llm, **kw):
+        seen_seconds.append(kw["sr_settings"]["time_budget"])
+        return original(task, params, prompts, llm, **kw)
+
+    ctx.evaluator._runner = spy
+    trained = ctx.base.with_prompts(planner=ctx.base.prompts["planner"] + " worse")
+    _fake_stage(ctx, "search", trained)
+    result = run_freeze(ctx)
+    assert result["picked_stage"] == "baseline"  # training-scale scores already prefer the seed
+    assert result["selected_stage"] == "baseline" and result["gate"]["winner"] == "seed"
+    frozen = FrozenHarness.load(ctx.folder.harness_path)
+    assert frozen.description() == ctx.base  # the seed is what gets frozen
+    solve = ctx.base.settings.time_budget
+    assert solve * 0.1 in seen_seconds and solve * 0.5 in seen_seconds  # stage curve vs gate
+    assert frozen.sr_settings["time_budget"] == solve  # never the training shortcut
+
+
+def test_freeze_gates_a_pick_that_only_wins_at_training_scale(tmp_path):
+    from optimize.freeze import run_freeze
+
+    ctx, _ = context(tmp_path, lambda p, pr, t: 1.0)  # everyone solves everything: no improvement possible
+    trained = ctx.base.with_prompts(planner=ctx.base.prompts["planner"] + " " + PHRASE)
+    _fake_stage(ctx, "refine", trained)
+    result = run_freeze(ctx)
+    assert result["picked_stage"] == "refine"  # ties go to the later stage at training scale ...
+    assert result["gate"]["winner"] == "seed" and result["selected_stage"] == "baseline"  # ... but a tie never wins
+    assert "not an improvement" in result["gate"]["reason"]
+
+
+def test_freeze_takes_a_trained_harness_that_wins(tmp_path):
+    from optimize.freeze import run_freeze
+    from optimize.report import write_report
+
+    ctx, _ = context(tmp_path, planner_rule)
+    trained = ctx.base.with_prompts(planner=ctx.base.prompts["planner"] + " " + PHRASE)
+    _fake_stage(ctx, "refine", trained)
+    result = run_freeze(ctx)
+    ctx.folder.save_stage("freeze", result)
+    assert result["gate"]["winner"] == "candidate" and result["selected_stage"] == "refine"
+    assert FrozenHarness.load(ctx.folder.harness_path).description() == trained
+    report = write_report(ctx.folder.path).read_text()
+    first = report.index("## Trained vs shipped default (same solve seconds)")
+    assert first < report.index("## Stages")
+    assert "| held-out | trained | 1.000" in report and "| held-out | shipped default | 0.000" in report

@@ -11,7 +11,8 @@ from harness import FrozenHarness, HarnessRegressor
 from harness.app.export import latex_table, select_index
 from tests.doubles import SCRIPTED
 
-TINY = {"time_budget": 1, "population_size": 30, "generations": 5, "max_length": 15}
+TINY = {"time_budget": 1, "population_size": 30, "generations": 5, "max_length": 15,
+        "unguided_run": False}  # the engine-only run is tested on its own
 
 FRONT = pd.DataFrame({
     "complexity": [1, 3, 5, 9],

@@ -14,7 +14,8 @@ from tests.doubles import ScriptedLLM, scripted_role_output
 from workflows.params import WorkflowParams, expected_llm_calls
 from workflows.runner import run_workflow
 
-TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15}
+TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15,
+        "unguided_run": False}  # the engine-only run is tested on its own
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ from harness.engine.evaluator import compute_metrics
 from tests.doubles import HYDRA_TEST_CONF, SCRIPTED
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15}
+TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15,
+        "unguided_run": False}  # the engine-only run is tested on its own
 
 
 def _data(n: int, lo: float, hi: float, seed: int) -> pd.DataFrame:

@@ -33,7 +33,8 @@ from workflows.roles import (
 )
 from workflows.runner import STATUS_BUDGET, STATUS_COMPLETED, run_workflow
 
-TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15}
+TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15,
+        "unguided_run": False}  # the engine-only run is tested on its own
 
 # each value of each parameter at least once, plus combinations (u_ana, b, t_rep, t_dis, u_syn)
 SHAPES = [
@@ -314,7 +315,7 @@ def test_workflow_runs_never_search_less_than_the_floor(task) -> None:
 
 def test_a_harness_can_take_only_the_models_equations(task) -> None:
     """max_extra_operators = max_features = 0: the plan's hypotheses still seed the engine, while its operators
-    and features are left out with a note (the shipped default's setting: see DEFAULT_SR_SETTINGS)."""
+    and features are left out with a note (the shipped default's setting: SRSettings' defaults)."""
     def planner(messages, **request):
         if detect_role(messages, request.get("response_format")) == "planner":
             return json.dumps({"hypotheses": ["-c0*A + c1*A**2*exp(-c2*t)"], "operators": ["tanh", "abs"],

@@ -1,5 +1,5 @@
-"""What makes two harnesses the same harness: one definition for the optimizer's cache keys (``HarnessSpec``) and
-frozen files (``FrozenHarness.identity_digest``).
+"""What makes two harnesses the same harness: one definition for the optimizer's cache keys and frozen files
+(``workflows.harness.Harness.identity_digest``).
 
 The identity covers exactly what changes a run's outcome: the prompts of the roles the workflow calls (an unused
 role's text cannot change a run), the workflow, the role agents of those roles, the SR backend and its settings,

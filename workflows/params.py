@@ -64,9 +64,6 @@ class WorkflowParams(BaseModel):
         return roles
 
 
-# The seed harness's workflow, w = (0, 1, 1, 0, 0): one branch, Planner -> SR -> Diagnoser -> Repairer -> SR.
-DEFAULT_WORKFLOW = WorkflowParams.from_tuple((0, 1, 1, 0, 0))
-
 # Stage-1 local workflows (one per role being optimised), see docs/CONTRACTS.md.
 LOCAL_WORKFLOWS: dict[str, WorkflowParams] = {
     "planner": WorkflowParams.from_tuple((0, 1, 0, 0, 0)),
@@ -132,11 +129,14 @@ class SRSettings(BaseModel):
     ``unguided_run``: one more engine run, the floor plan with the task's seed and no seeds, beside the roles: its
     front joins the pool, so the pool always holds what the engine alone finds and guidance can only add to it
     (the guided runs then explore other seeds and the model's starting points).
+
+    The defaults are the shipped harness's engine settings (``workflows.harness.shipped_harness``; why each:
+    docs/decisions.md): a setting not given anywhere is what the default harness solves with.
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    time_budget: float = Field(10.0, gt=0, validation_alias=AliasChoices("time_budget", "max_time", "time"))
+    time_budget: float = Field(60.0, gt=0, validation_alias=AliasChoices("time_budget", "max_time", "time"))
     population_size: int = Field(500, ge=2, validation_alias=AliasChoices("population_size", "population"))
     generations: int = Field(10_000, ge=1, validation_alias=AliasChoices("generations", "niterations"))
     max_length: int = Field(30, ge=5, le=60)
@@ -147,15 +147,15 @@ class SRSettings(BaseModel):
     carry_seeds: int = Field(3, ge=1, le=20)
     continue_search: bool = False  # later runs of a branch continue its Operon population (seeds injected)
     operators: list[str] = Field(default_factory=lambda: list(DEFAULT_OPERATORS))
-    max_extra_operators: int = Field(4, ge=0, le=10)
-    max_features: int = Field(6, ge=0, le=10)
+    max_extra_operators: int = Field(0, ge=0, le=10)
+    max_features: int = Field(0, ge=0, le=10)
     hypothesis_max_nmse: float = Field(1.0, gt=0)
     selection: Literal["accuracy", "parsimony", "extrapolation"] = "accuracy"
     selection_tolerance: float = Field(0.5, ge=0)
     valid_split: Literal["random", "edge"] = "random"
     combine_terms: bool = True
     seed_engine: bool = True
-    unguided_run: bool = False
+    unguided_run: bool = True
     extras: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("operators", mode="before")

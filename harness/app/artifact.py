@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -26,47 +25,12 @@ from pydantic import (
 
 from harness.app.solution import Solution
 from harness.engine.jsonio import json_safe, write_text_atomic
-from harness.runtime.role_agent import RoleAgentConfig
-from harness.sr.backends import backend_names
-from workflows.identity import harness_identity, identity_digest, llm_identity
-from workflows.params import SRSettings, WorkflowParams
-from workflows.roles import role_agent_settings
+from workflows.harness import Harness, run_harness, shipped_harness
+from workflows.identity import llm_identity
+from workflows.params import WorkflowParams
 
 SCHEMA_VERSION = 1
 DEFAULT_HARNESS_FILE = Path(__file__).resolve().parents[1] / "data" / "default_harness.json"
-# Workflow and time: one Planner call, then one 60 s Operon run seeded with its fitted hypotheses, w = (0,1,0,0,0).
-# On the 12 training-template tasks (scripts/bench_harness.py --split train, seed 0) it scored acc_0.01 OOD 1.000
-# against 0.833 for w = (0,1,1,0,0) with 2 x 30 s (Planner, SR, Diagnoser, Repairer, SR) and 0.917 for the engine
-# alone: two half-length runs find fewer exact laws than one run of the same total, and the repair round did not
-# win that back. The optimizer still starts from DEFAULT_WORKFLOW (repair on), which its search can turn off.
-SHIPPED_WORKFLOW = WorkflowParams.from_tuple((0, 1, 0, 0, 0))
-# The shipped harness's engine settings, chosen for a 2-core CPU on the synthetic suite's training templates
-# (scripts/bench_harness.py --split train): they are the floor every guided SR run searches at least. An "edge"
-# validation split was tried there and hurt (the engine loses the most informative rows), so it stays "random".
-# Selection: on 44 harness pools of the 8 training templates (scripts/compare_selection.py over an optimize=small
-# run), "accuracy" gave acc_0.01 OOD 0.659 (the best any rule could pick: 0.682), "parsimony" 0.636,
-# "extrapolation" 0.636 (0.5 tolerance; wider ones also lose in domain); so the lowest validation error it is.
-# Guidance (session 20, same training templates, seed 0): the model's equations enter (fitted hypotheses seed the
-# engine, and their terms join the term combination), its extra operators and derived features do not: with
-# them the 1.5B model's tanh/log and features such as exp(t) cost chem_react_00 its exact law; without them and
-# with term combination acc_0.01 / acc_0.001 OOD 10 / 8 of 12, against 9 / 4 for the previous default and 9 / 5
-# for the engine alone (scripts/bench_harness.py --split train).
-# The unguided run (session 21): on held-out tasks seeding the one engine run cost exact laws the unguided run
-# found, so the engine's own run now goes first, beside the Planner, and the seeded run is a second one; each got
-# 30 s (the engine's fronts at 30 s and 60 s were the same on 11 of 12 training tasks, seed 0), so the benchmark's
-# engine arm got 60 s. Training templates, seeds 0 and 1: acc_0.01 OOD 9 / 10 of 12 against the engine's
-# 9 / 9, acc_0.001 OOD 6 / 7 against 5 / 6, equal or better in domain; 57 s per task.
-# Run length (session 22): 60 s per run, the most a solve can spend within the issue's ~3 minutes on 2 cores
-# (two runs + the Planner: ~2 min). A compute budget, not a fitted setting: the synthetic fronts barely change
-# from 30 s to 60 s, but real data (the LLM-SR problems) keeps improving with the run's length.
-# Training templates at 60 s (seeds 0 and 1): acc_0.01 OOD 0.792 against the engine's 0.792 (one 120 s run) and
-# plain restarts' 0.833 (two 60 s runs); acc_0.001 ID 1.000 / 0.958 / 0.917, acc_0.001 OOD 0.542 / 0.500 / 0.458.
-DEFAULT_SR_SETTINGS: dict[str, Any] = {
-    "time_budget": 60.0, "population_size": 500, "max_length": 30, "max_depth": 10, "carry_seeds": 3,
-    "selection": "accuracy", "selection_tolerance": 0.5, "valid_split": "random",
-    "max_extra_operators": 0, "max_features": 0, "combine_terms": True, "unguided_run": True,
-}
-DEFAULT_LLM = {"provider": "local", "model": "qwen2.5-coder-1.5b-instruct", "temperature": 0.7, "max_tokens": 384}
 
 _SECRET_KEY = re.compile(
     r"^(.*[_-])?(api[_-]?key|apikey|secret|secret[_-]?key|password|passwd|token|access[_-]?token|auth[_-]?token|"
@@ -125,18 +89,12 @@ def _digest_of(content: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-class FrozenHarness(BaseModel):
-    """Role prompts + workflow parameters + SR settings + LLM settings + provenance, sealed by a digest."""
+class FrozenHarness(Harness):
+    """A :class:`workflows.harness.Harness` + provenance, sealed by a digest: the file a trained harness is."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_version: int = SCHEMA_VERSION
-    prompts: dict[str, str]
-    workflow: WorkflowParams
-    backend: str = "operon"
-    sr_settings: dict[str, Any] = Field(default_factory=dict)
-    llm: dict[str, Any] = Field(default_factory=dict)
-    role_agents: dict[str, RoleAgentConfig] = Field(default_factory=dict)  # none: every role one structured call
     provenance: dict[str, Any] = Field(default_factory=dict)
     digest: str = ""
 
@@ -148,29 +106,6 @@ class FrozenHarness(BaseModel):
             raise ValueError(f"schema_version {v} is not supported (this code reads version {SCHEMA_VERSION})")
         return v
 
-    @field_validator("workflow", mode="before")
-    @classmethod
-    def _workflow(cls, v: Any) -> Any:
-        return WorkflowParams.from_tuple(v) if isinstance(v, (list, tuple)) else v
-
-    @field_validator("backend")
-    @classmethod
-    def _backend(cls, v: str) -> str:
-        if v not in backend_names():
-            raise ValueError(f"unknown SR backend {v!r}; choose one of {', '.join(backend_names())}")
-        return v
-
-    @field_validator("sr_settings")
-    @classmethod
-    def _sr_settings(cls, v: dict[str, Any]) -> dict[str, Any]:
-        """Stored in full (defaults written out), so a later change of defaults cannot change a frozen harness."""
-        return SRSettings.coerce(v).model_dump(mode="json")
-
-    @field_validator("role_agents", mode="before")
-    @classmethod
-    def _role_agents(cls, v: Any) -> Any:
-        return role_agent_settings(v)
-
     @field_validator("llm", "provenance", mode="before")
     @classmethod
     def _plain(cls, v: Any) -> Any:
@@ -178,14 +113,6 @@ class FrozenHarness(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "FrozenHarness":
-        from workflows.roles import ROLE_NAMES
-
-        unknown = sorted(set(self.prompts) - set(ROLE_NAMES))
-        if unknown:
-            raise ValueError(f"prompts for unknown role(s) {unknown}; roles are {', '.join(ROLE_NAMES)}")
-        missing = [r for r in self.workflow.roles_used() if not (self.prompts.get(r) or "").strip()]
-        if missing:
-            raise ValueError(f"the workflow uses role(s) {missing} but has no prompt for them")
         secrets = find_secrets({"llm": self.llm, "sr_settings": self.sr_settings, "provenance": self.provenance})
         if secrets:
             raise ValueError(f"refusing to store what looks like a credential at {', '.join(secrets)}; "
@@ -211,14 +138,6 @@ class FrozenHarness(BaseModel):
 
     def compute_digest(self) -> str:
         return _digest_of(self.content())
-
-    @property
-    def identity_digest(self) -> str:
-        """What the optimizer calls this harness (``HarnessSpec.digest``): prompts of the used roles, workflow,
-        role agents, SR backend and settings, LLM identity. ``digest`` is the file's seal (provenance included)."""
-        return identity_digest(harness_identity(prompts=self.prompts, workflow=self.workflow, backend=self.backend,
-                                                sr_settings=self.sr_settings, llm=self.llm,
-                                                role_agents=self.role_agents))
 
     def to_json(self) -> str:
         data = {**self.content(), "digest": self.compute_digest()}
@@ -296,16 +215,21 @@ class FrozenHarness(BaseModel):
                    llm=llm_identity(llm), provenance=prov, role_agents=dict(role_agents or {}))
 
     @classmethod
-    def build_default(cls) -> "FrozenHarness":
-        """Our prompts (prompts/*.md) with w = (0, 1, 0, 0, 0) and Operon: the untrained baseline."""
-        from workflows.roles import default_prompts
+    def from_harness(cls, harness: Harness, provenance: dict[str, Any] | None = None) -> "FrozenHarness":
+        """Freeze a description: the same harness with its provenance (and the code version) and a seal."""
+        return cls.create(harness.prompts, harness.workflow, backend=harness.backend,
+                          sr_settings=harness.sr_settings, llm=harness.llm, provenance=provenance,
+                          role_agents=harness.role_agents)
 
-        return cls.create(
-            default_prompts(), SHIPPED_WORKFLOW, backend="operon", sr_settings=DEFAULT_SR_SETTINGS,
-            llm=DEFAULT_LLM,
-            provenance={"source": "default prompts (prompts/*.md), not trained", "training_tasks": [],
-                        "scores": {}, "solver_executions": 0, "seeds": []},
-        )
+    @classmethod
+    def build_default(cls) -> "FrozenHarness":
+        """The shipped harness (``workflows.harness.shipped_harness``), frozen untrained: what
+        ``scripts/make_default_harness.py`` writes when no optimizer run is named."""
+        return cls.from_harness(shipped_harness(), {
+            "source": "workflows.harness.shipped_harness(), not trained",
+            "hand_choice": "each setting chosen by measurement on training templates (docs/decisions.md); no "
+                           "optimizer run has beaten it yet (freeze gates every trained harness against it)",
+            "training_tasks": [], "scores": {}, "solver_executions": 0, "seeds": []})
 
     @classmethod
     def default(cls) -> "FrozenHarness":
@@ -351,7 +275,6 @@ class FrozenHarness(BaseModel):
         """
         from harness.llm.base import LLMClient
         from harness.llm.factory import make_llm
-        from workflows.runner import run_workflow
 
         if llm is not None and not isinstance(llm, LLMClient) and hasattr(llm, "complete"):
             client, owned = llm, False  # duck-typed client
@@ -359,12 +282,10 @@ class FrozenHarness(BaseModel):
             client, owned = llm, False
         else:
             client, owned = make_llm(self.llm_config(llm if llm is not None else llm_config)), True
-        settings = {**self.sr_settings, **(sr_settings or {})}
         try:
-            result = run_workflow(task, self.workflow, self.prompts, client, backend=backend or self.backend,
-                                  role_agents=self.role_agents,
-                                  sr_settings=settings, budget=budget, seed=seed, run_dir=run_dir,
-                                  max_workers=max_workers, on_node=on_node, warm_start=warm_start)
+            result = run_harness(self, task, client, seed=seed, sr_settings=sr_settings, backend=backend,
+                                 budget=budget, run_dir=run_dir, max_workers=max_workers, on_node=on_node,
+                                 warm_start=warm_start)
         finally:
             if owned:
                 client.close()

@@ -39,7 +39,7 @@ tests plug their scripted double in this way). ``api_key_env`` names the environ
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = 0.7
     max_tokens: int = 512
-    timeout_s: float = 60.0
+    timeout_s: float = 60.0  # per attempt; the embedded model (local) waits LOCAL_TIMEOUT_S = 300 s unless set
     max_retries: int = Field(3, ge=0)
     backoff_s: float = Field(0.5, ge=0.0)
     n_threads: int | None = Field(None, ge=1)  # local: None = every core while no SR engine runs, else one less

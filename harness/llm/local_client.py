@@ -52,6 +52,10 @@ DEFAULT_MAX_ITEMS = 10
 # llama.cpp expands a bounded string into one grammar rule per character; far past ~1000 it rejects the grammar
 # and can then crash the process (seen with maxLength 1200), so no string bound may exceed this.
 GRAMMAR_MAX_STRING = 1000
+# Per-call limit when the config does not set one: an in-process model cannot hang like a server, but on a 2-core
+# CPU with an SR run beside it (one thread) a ~700-token role prompt alone takes over a minute to evaluate, and
+# the generic 60 s would cut the call before its first token.
+LOCAL_TIMEOUT_S = 300.0
 
 
 def default_model_path(name: str | None = None) -> str:
@@ -179,6 +183,8 @@ class LocalLlamaClient(LLMClient):
         self.model_path = self.config.model_path or None  # resolved lazily: a missing package fails on use
         self.max_string = int(self.config.extra.get("max_string", DEFAULT_MAX_STRING))
         self.max_items = int(self.config.extra.get("max_items", DEFAULT_MAX_ITEMS))
+        self.timeout_s = float(self.config.timeout_s if "timeout_s" in self.config.model_fields_set
+                               else LOCAL_TIMEOUT_S)
         self._seed_lock = threading.Lock()
         self._seed_counter = 0
 
@@ -289,13 +295,13 @@ class LocalLlamaClient(LLMClient):
         seed: int,
         stop: list[str],
     ) -> LLMResponse:
-        timeout = seconds_left(self.config.timeout_s)  # the run's deadline caps the client's timeout
+        timeout = seconds_left(self.timeout_s)  # the run's deadline caps the client's timeout
         start = time.perf_counter()
         if not lock.acquire(timeout=timeout):
             raise LLMError(f"{self.description}: model busy for more than {timeout:g}s (another call holds it)")
         try:
             _set_threads(llama, self.threads_now())
-            deadline = time.perf_counter() + seconds_left(self.config.timeout_s)  # after any wait for the lock
+            deadline = time.perf_counter() + seconds_left(self.timeout_s)  # after any wait for the lock
             pieces: list[str] = []
             finish_reason: str | None = None
             completion_tokens = 0

@@ -24,9 +24,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.engine.paths import CACHE_ENV, cache_dir
 from harness.llm.base import LLMError
 
-CACHE_ENV = "HARNESS_SR_CACHE"
 CHUNK_BYTES = 8 * 1024 * 1024
 
 
@@ -83,16 +83,6 @@ _ALIASES = {"qwen": QWEN_CODER_1_5B.name, "qwen2.5-coder-1.5b": QWEN_CODER_1_5B.
             "smollm2": SMOLLM2_135M.name, "smollm2-135m": SMOLLM2_135M.name, "tiny": SMOLLM2_135M.name}
 
 _ASSEMBLY_LOCK = threading.Lock()
-
-
-def cache_dir() -> Path:
-    """Where assembled models live: ``$HARNESS_SR_CACHE`` or the platform's user cache folder."""
-    env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("harness-sr"))
 
 
 def resolve_model_name(name: str | None) -> str:
