@@ -50,7 +50,7 @@ class OptimizeContext:
 
     @property
     def task_index(self) -> dict[str, Any]:
-        return {t.name: t for t in self.tasks.train + self.tasks.heldout}
+        return {t.name: t for t in self.tasks.all()}
 
 
 def make_client(llm_config: Mapping[str, Any]) -> Any:
@@ -99,7 +99,8 @@ def build_context(
         if settings.llm_cache:
             reflection = CachedLLM(reflection, folder.path / LLM_CACHE_FILE)
     if tasks is None:
-        tasks = load_task_sets(benchmark_config, settings.tasks.n_train, settings.tasks.n_heldout, seed=seed)
+        tasks = load_task_sets(benchmark_config, settings.tasks.n_train, settings.tasks.n_heldout, seed=seed,
+                               n_validation=settings.tasks.n_validation)
     backend, sr_settings = backend_settings(backend_config)
     run_budget = None
     if settings.run_budget:
@@ -124,8 +125,8 @@ def build_context(
     base = shipped_harness(llm=llm_config, backend=backend).with_changes(sr_settings=sr_settings)
     if prompts is not None:
         base = base.with_changes(prompts=dict(prompts))
-    log.info("run folder %s: %d training tasks, %d held-out tasks, pid %d", folder.path, len(tasks.train),
-             len(tasks.heldout), os.getpid())
+    log.info("run folder %s: %d training, %d validation, %d held-out tasks, pid %d", folder.path, len(tasks.train),
+             len(tasks.validation), len(tasks.heldout), os.getpid())
     return OptimizeContext(
         settings=settings, folder=folder, llm=llm, tasks=tasks, evaluator=evaluator, base=base, seed=seed,
         llm_config=dict(llm_config), reflection_llm=reflection,

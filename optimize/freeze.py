@@ -2,9 +2,10 @@
 
 Reads everything from the run folder (stage result files), so ``stage=freeze`` works as its own process. The pick
 is the stage harness with the best *training* score (ties: fewer LLM calls per task, then the later stage); it
-is frozen only if it then beats the seed (the shipped default) on the training tasks at the solve budget
-(``gate``), else the seed is frozen. Held-out tasks are scored for the report only and never influence a choice. Report-only runs are paid
-under the stage ``freeze``, so the cumulative solver executions of stages 1-3 stay what the optimizer itself used.
+is frozen only if it then beats the seed (the shipped default) on the validation tasks (the training tasks when
+there are none) at ``freeze.time_scale`` of the solve budget (``gate``), else the seed is frozen. Held-out tasks
+are scored for the report only and never influence a choice. Report-only runs are paid under the stage
+``freeze``, so the cumulative solver executions of stages 1-3 stay what the optimizer itself used.
 """
 
 from __future__ import annotations
@@ -147,30 +148,32 @@ def pick_final(specs: dict[str, Harness], rows: dict[str, dict[str, Any]]) -> st
 
 def gate(ctx: OptimizeContext, seed: Harness, candidate: Harness) -> dict[str, Any]:
     """Freeze only what wins (GEPA / HarnessSR accept only improvements): the candidate and the seed, each on the
-    training tasks at ``freeze.time_scale`` of their solve seconds; the candidate is kept only when it scores
+    validation tasks (fresh draws of the training distribution that no stage scored; the training tasks when
+    there are none) at ``freeze.time_scale`` of their solve seconds; the candidate is kept only when it scores
     strictly higher. Both are then scored the same way on the held-out tasks, for the report (never to choose)."""
     scale = ctx.settings.freeze.time_scale
+    deciding, decided_on = (ctx.tasks.validation, "validation") if ctx.tasks.validation else (ctx.tasks.train, "train")
     out: dict[str, Any] = {"time_scale": scale, "seed_digest": seed.identity_digest,
-                           "candidate_digest": candidate.identity_digest,
+                           "candidate_digest": candidate.identity_digest, "decided_on": decided_on,
                            "solve_seconds_per_run": seed.settings.time_budget * scale}
     arms = {"seed": seed} if candidate.identity_digest == seed.identity_digest else {"seed": seed,
                                                                                      "candidate": candidate}
     for name, harness in arms.items():
-        train = ctx.evaluator.evaluate(harness, ctx.tasks.train, ctx.seeds, stage=STAGE, label=f"gate {name}",
-                                       time_scale=scale)
+        decide = ctx.evaluator.evaluate(harness, deciding, ctx.seeds, stage=STAGE, label=f"gate {name}",
+                                        time_scale=scale)
         held = None
         if ctx.tasks.heldout:
             held = ctx.evaluator.evaluate(harness, ctx.tasks.heldout, ctx.seeds, stage=STAGE,
                                           label=f"gate {name} heldout", time_scale=scale)
-        out[name] = {"train": _row(train, ctx.tasks.train), "heldout": _row(held, ctx.tasks.heldout)}
+        out[name] = {decided_on: _row(decide, deciding), "heldout": _row(held, ctx.tasks.heldout)}
     if "candidate" not in arms:
         out["candidate"] = out["seed"]
         out["winner"], out["reason"] = "seed", "the optimizer's pick is the seed harness itself"
     else:
-        c, s_ = out["candidate"]["train"]["score"], out["seed"]["train"]["score"]
+        c, s_ = out["candidate"][decided_on]["score"], out["seed"][decided_on]["score"]
         won = c > s_
         out["winner"] = "candidate" if won else "seed"
-        out["reason"] = (f"the trained harness scored {c:.3f} against the seed's {s_:.3f} on the training tasks "
+        out["reason"] = (f"the trained harness scored {c:.3f} against the seed's {s_:.3f} on the {decided_on} tasks "
                          f"at {scale:g} of the solve seconds: " + ("frozen" if won else
                                                                    "not an improvement, the seed is frozen"))
     log.info("freeze gate: %s", out["reason"])
@@ -208,6 +211,7 @@ def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
         "seeds": ctx.seeds,
         "seed": ctx.seed,
         "training_tasks": [t.name for t in ctx.tasks.train],
+        "validation_tasks": [t.name for t in ctx.tasks.validation],
         "heldout_tasks": [t.name for t in ctx.tasks.heldout],
         "benchmark": ctx.benchmark_config,
         "preset": ctx.settings.preset,

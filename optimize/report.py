@@ -266,7 +266,7 @@ def llm_cache_stats(run_dir: Path) -> dict[str, int] | None:
 
 def _gate_tables(freeze: dict[str, Any]) -> list[str]:
     """The first table: the trained harness against the shipped default at the same solve seconds, held-out
-    tasks (and the training tasks that decided the gate)."""
+    tasks (and the validation or training tasks that decided the gate)."""
     gate = freeze.get("gate")
     if not gate:
         return []
@@ -277,7 +277,8 @@ def _gate_tables(freeze: dict[str, Any]) -> list[str]:
            f"{_f(freeze.get('train_time_scale') or 1.0, 2)} of them.", "",
            "| tasks | harness | mean score | acc_0.01 ID | acc_0.01 OOD | symbolic accuracy | LLM calls / task |",
            "|---|---|---|---|---|---|---|"]
-    for split, label in (("heldout", "held-out"), ("train", "training (decides)")):
+    for split, label in (("heldout", "held-out"), ("validation", "validation (decides)"),
+                         ("train", "training (decides)")):
         for arm, name in (("candidate", "trained"), ("seed", "shipped default")):
             row = (gate.get(arm) or {}).get(split)
             if not row:

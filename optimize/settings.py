@@ -22,8 +22,12 @@ class _Model(BaseModel):
 
 
 class TaskSettings(_Model):
+    """``n_validation``: fresh tasks of the training distribution (never seen by stages 1-3, never held-out) on
+    which freeze's gate decides trained vs seed; 0 = the gate scores the training tasks themselves."""
+
     n_train: int = Field(4, ge=1)
     n_heldout: int = Field(2, ge=0)
+    n_validation: int = Field(0, ge=0)
 
 
 class RewriteConfig(_Model):
@@ -93,9 +97,10 @@ class Stage3Settings(_Model):
 
 class FreezeSettings(_Model):
     """``evaluate``/``train``/``heldout``: which stage harnesses are scored where, at the training scale (the
-    stage curve). Then the gate: the stages' pick and the seed (the shipped default) are scored on the training
-    tasks at ``time_scale`` of their solve seconds (1 = the solve budget itself); the pick is frozen only when it
-    scores higher, else the seed is. Both are also scored so on the held-out tasks (the report's first table)."""
+    stage curve). Then the gate: the stages' pick and the seed (the shipped default) are scored on the validation
+    tasks (``tasks.n_validation``; the training tasks when there are none) at ``time_scale`` of their solve
+    seconds (1 = the solve budget itself); the pick is frozen only when it scores higher, else the seed is. Both
+    are also scored so on the held-out tasks (the report's first table)."""
 
     evaluate: list[str] = Field(default_factory=lambda: list(STAGE_ORDER))
     train: bool = True

@@ -10,7 +10,7 @@ import importlib
 import logging
 import random
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import benchmarks
@@ -20,11 +20,19 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TaskSets:
+    """``train``: what stages 1-3 score; ``validation``: other draws of the training distribution, for freeze's
+    gate only; ``heldout``: the test distribution, for the report only."""
+
     train: list[Any]
     heldout: list[Any]
+    validation: list[Any] = field(default_factory=list)
 
     def names(self) -> dict[str, list[str]]:
-        return {"train": [t.name for t in self.train], "heldout": [t.name for t in self.heldout]}
+        return {"train": [t.name for t in self.train], "validation": [t.name for t in self.validation],
+                "heldout": [t.name for t in self.heldout]}
+
+    def all(self) -> list[Any]:
+        return [*self.train, *self.validation, *self.heldout]
 
 
 def _load(suite: str, options: Mapping[str, Any]) -> list[Any]:
@@ -62,34 +70,39 @@ def _shuffled(tasks: Sequence[Any], seed: int) -> list[Any]:
     return out
 
 
-def load_task_sets(benchmark: Mapping[str, Any], n_train: int, n_heldout: int, seed: int = 0) -> TaskSets:
-    """Training and held-out tasks named by a ``conf/benchmark/*.yaml`` mapping.
+def load_task_sets(benchmark: Mapping[str, Any], n_train: int, n_heldout: int, seed: int = 0,
+                   n_validation: int = 0) -> TaskSets:
+    """Training, validation and held-out tasks named by a ``conf/benchmark/*.yaml`` mapping.
 
     ``benchmark.train = {suite, options}``; ``benchmark.heldout`` is another ``{suite, options}`` (a different seed /
-    index range) or null, in which case both sets are disjoint seeded slices of the training suite.
+    index range) or null, in which case both sets are disjoint seeded slices of the training suite. The
+    ``n_validation`` validation tasks are a disjoint seeded slice of the training suite (other tasks of the same
+    distribution: for a generated suite, more of its training laws and constant draws).
     """
     train_spec = benchmark["train"]
     held_spec = benchmark.get("heldout")
     split_seed = int(benchmark.get("split_seed", seed))
     if held_spec:
-        train = _shuffled(load_at_least(train_spec["suite"], train_spec.get("options", {}), n_train), split_seed)
-        train = train[:n_train]
-        names = {t.name for t in train}
+        pool = _shuffled(load_at_least(train_spec["suite"], train_spec.get("options", {}), n_train + n_validation),
+                         split_seed)
+        train, validation = pool[:n_train], pool[n_train : n_train + n_validation]
+        names = {t.name for t in train + validation}
         held = load_at_least(held_spec["suite"], held_spec.get("options", {}), n_heldout)
         overlap = sum(t.name in names for t in held)
         if overlap and len(held) - overlap < n_heldout:  # same names in both sets: load more, then drop them
             held = load_at_least(held_spec["suite"], held_spec.get("options", {}), n_heldout + overlap)
         held = [t for t in _shuffled(held, split_seed + 1) if t.name not in names][:n_heldout]
     else:
-        pool = _shuffled(load_at_least(train_spec["suite"], train_spec.get("options", {}), n_train + n_heldout),
-                         split_seed)
-        train, held = pool[:n_train], pool[n_train : n_train + n_heldout]
-    if len(train) < n_train or len(held) < n_heldout:
-        log.warning("benchmark %r gives %d training / %d held-out tasks, %d / %d were asked for",
-                    benchmark.get("name"), len(train), len(held), n_train, n_heldout)
+        pool = _shuffled(load_at_least(train_spec["suite"], train_spec.get("options", {}),
+                                       n_train + n_validation + n_heldout), split_seed)
+        train, validation = pool[:n_train], pool[n_train : n_train + n_validation]
+        held = pool[n_train + n_validation : n_train + n_validation + n_heldout]
+    if len(train) < n_train or len(held) < n_heldout or len(validation) < n_validation:
+        log.warning("benchmark %r gives %d training / %d validation / %d held-out tasks, %d / %d / %d were asked for",
+                    benchmark.get("name"), len(train), len(validation), len(held), n_train, n_validation, n_heldout)
     if not train:
         raise ValueError(f"benchmark {benchmark.get('name')!r} gave no training tasks")
-    return TaskSets(train=train, heldout=held)
+    return TaskSets(train=train, heldout=held, validation=validation)
 
 
 def minibatch(tasks: Sequence[Any], size: int | None, *key: Any) -> list[Any]:

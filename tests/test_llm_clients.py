@@ -607,6 +607,47 @@ def test_local_model_structured_json_and_tool_call(local_llm) -> None:
     assert t.finish_reason == "timeout" and time.perf_counter() - start < 3.0
 
 
+@pytest.mark.llm
+def test_local_model_keeps_recent_states_and_reuses_a_shared_prefix(local_llm) -> None:
+    """The RAM prompt cache: after an unrelated call evicted the KV slot, a prompt sharing a long prefix with an
+    earlier call is answered exactly as without the cache (same seed, greedy) and the state is restored."""
+    import harness.llm.local_client as local_client
+
+    card = "Task card. " + " ".join(f"x{i}={i * 0.37:.2f}" for i in range(50))
+    first = [{"role": "system", "content": card}, {"role": "user", "content": "Name one input."}]
+    again = [{"role": "system", "content": card}, {"role": "user", "content": "Name two inputs."}]
+    other = [{"role": "user", "content": "Say hi."}]
+    [a] = local_llm.complete(first, temperature=0.0, max_tokens=8, seed=3)
+    llama, _ = local_llm._model()
+    assert llama.cache is not None and local_client.PROMPT_CACHE_BYTES > 0
+    local_llm.complete(other, temperature=0.0, max_tokens=4, seed=3)
+    stored = len(llama.cache.cache_state)
+    [b] = local_llm.complete(again, temperature=0.0, max_tokens=8, seed=3)
+    assert stored >= 2 and len(llama.cache.cache_state) == stored + 1
+    fresh = make_llm({"provider": "local", "model": TINY_MODEL, "max_tokens": 8, "temperature": 0.0,
+                      "n_ctx": 2048})  # another model instance, no cache hit possible: the same answer
+    [c] = fresh.complete(again, temperature=0.0, max_tokens=8, seed=3)
+    assert b.text == c.text, (b.text, c.text)
+
+
+def test_a_running_call_follows_the_engine_count(monkeypatch) -> None:
+    """An SR run that ends during a call hands its core back to the model within the follower's period."""
+    import harness.llm.local_client as local_client
+
+    seen: list[int] = []
+    monkeypatch.setattr(local_client, "_set_threads", lambda llama, n: seen.append(n))
+    counts = iter([1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2])
+    follower = local_client._ThreadFollower(object(), lambda: next(counts, 2))
+    follower.PERIOD_S = 0.01
+    follower.start()
+    time.sleep(0.2)
+    follower.stop()
+    assert seen[0] == 1 and seen[-1] == 2 and 2 in seen
+    n = len(seen)
+    time.sleep(0.05)
+    assert len(seen) == n  # stopped: no more changes after the call
+
+
 def _start_llama_server(gguf: str, port: int, log_path: str) -> subprocess.Popen:
     """``python -m llama_cpp.server`` with the default chat format: its handler turns a *named* ``tool_choice``
     into a grammar-constrained call, so no ``--chat_format chatml-function-calling`` is needed."""

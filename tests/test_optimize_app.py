@@ -215,8 +215,8 @@ def test_presets_compose_and_validate(preset):
     assert cfg.llm.provider == "local" and cfg.backend.name == "operon" and cfg.benchmark.name == "lsr_like"
     if preset in ("quick", "small"):  # a training shortcut for stages 1-3 only; the gate runs at a share of the solve
         assert settings.train_time_scale < 1.0 and 0.0 < settings.freeze.time_scale <= 1.0
-    if preset == "small":  # 8 + 8 tasks of the hard suite (train laws / held-out laws)
-        assert (settings.tasks.n_train, settings.tasks.n_heldout) == (8, 8)
+    if preset == "small":  # 8 training + 4 validation (training laws) + 4 held-out (test laws) tasks
+        assert (settings.tasks.n_train, settings.tasks.n_validation, settings.tasks.n_heldout) == (8, 4, 4)
         # as measured: one task at a time, ID+OOD objective, at most 4 role calls per task in stage 2
         assert settings.task_workers == 1 and settings.score_split == "test_id+test_ood"
         assert settings.stage2.bounds.role_tools == [False] and settings.stage2.bounds.branches == (1, 1)

@@ -73,12 +73,13 @@ def engineer(messages, **request):
     return json.dumps({"instruction": new, "rationale": "the runs missed periodic structure"})
 
 
-def context(tmp_path: Path, rule, overrides: dict | None = None, n_train: int = 4, llm=None):
+def context(tmp_path: Path, rule, overrides: dict | None = None, n_train: int = 4, llm=None, n_validation: int = 0):
     settings = OptimizeSettings.model_validate(overrides or {})
     runner = FakeRunner(rule)
+    tasks = TaskSets(make_tasks(n_train), make_tasks(2, "h"), validation=make_tasks(n_validation, "v"))
     ctx = build_context(tmp_path, settings, llm_config={"provider": SCRIPTED}, backend_config={"name": "operon"},
                         benchmark_config={}, llm=llm or ScriptedLLM(fn=engineer),
-                        tasks=TaskSets(make_tasks(n_train), make_tasks(2, "h")), runner=runner, prompts=SEED_PROMPTS)
+                        tasks=tasks, runner=runner, prompts=SEED_PROMPTS)
     return ctx, runner
 
 
@@ -389,3 +390,35 @@ def test_freeze_takes_a_trained_harness_that_wins(tmp_path):
     first = report.index("## Trained vs shipped default (same solve seconds)")
     assert first < report.index("## Stages")
     assert "| held-out | trained | 1.000" in report and "| held-out | shipped default | 0.000" in report
+
+
+def test_freeze_decides_on_validation_tasks_a_pick_that_only_fits_its_training_tasks(tmp_path):
+    """The stages chose the pick on the training tasks; the gate asks fresh tasks of the same distribution."""
+    from optimize.freeze import run_freeze
+
+    def rule(params, prompts, task):  # the trained prompt wins on the training tasks, loses on any other
+        return (PHRASE in prompts["planner"]) == task.name.startswith("t")
+
+    ctx, runner = context(tmp_path, rule, n_validation=3)
+    trained = ctx.base.with_prompts(planner=ctx.base.prompts["planner"] + " " + PHRASE)
+    _fake_stage(ctx, "refine", trained)
+    result = run_freeze(ctx)
+    assert result["picked_stage"] == "refine"  # best on the training tasks ...
+    gate = result["gate"]
+    assert gate["decided_on"] == "validation" and gate["winner"] == "seed"  # ... not on fresh ones
+    assert set(gate["seed"]["validation"]["per_task"]) == {"v0", "v1", "v2"} and "train" not in gate["seed"]
+    assert "validation tasks" in gate["reason"]
+    frozen = FrozenHarness.load(ctx.folder.harness_path)
+    assert frozen.description() == ctx.base and frozen.provenance["validation_tasks"] == ["v0", "v1", "v2"]
+
+
+def test_validation_tasks_are_a_disjoint_slice_of_the_training_suite():
+    from optimize.tasks import load_task_sets
+
+    spec = {"name": "s", "train": {"suite": "synthetic", "options": {"split": "train", "n_per_domain": 1}},
+            "heldout": {"suite": "synthetic", "options": {"split": "test", "n_per_domain": 1, "seed": 9}}}
+    sets = load_task_sets(spec, n_train=3, n_heldout=2, n_validation=3)
+    names = sets.names()
+    assert (len(names["train"]), len(names["validation"]), len(names["heldout"])) == (3, 3, 2)
+    assert not set(names["train"]) & set(names["validation"])
+    assert not (set(names["train"]) | set(names["validation"])) & set(names["heldout"])

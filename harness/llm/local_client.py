@@ -17,7 +17,7 @@ need grammar-constrained decoding:
 ``Llama`` objects are not thread-safe and expensive to load, so they are cached per process per
 ``(path, n_ctx, n_threads)`` and every use holds that model's lock. Threads: with ``n_threads`` unset the model
 generates on every core while no SR engine runs in this process, and on one core while one does (the engine
-wants the other), set per call through ``llama_set_n_threads``. llama.cpp reuses the evaluated prefix of the
+wants the other), followed during a call (``_ThreadFollower``: an SR run that ends mid-call hands its core back). llama.cpp reuses the evaluated prefix of the
 previous prompt (its KV cache), so prompts that share a long prefix cost only their new tokens. Generation streams so a call can stop at its
 deadline (``timeout_s``): the partial text is returned with ``finish_reason="timeout"``.
 """
@@ -30,7 +30,7 @@ import json
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import jsonschema
 
@@ -56,6 +56,11 @@ GRAMMAR_MAX_STRING = 1000
 # CPU with an SR run beside it (one thread) a ~700-token role prompt alone takes over a minute to evaluate, and
 # the generic 60 s would cut the call before its first token.
 LOCAL_TIMEOUT_S = 300.0
+# Prompt tokens per decode: small enough that a thread change reaches a long prompt's evaluation within a few
+# seconds (see _ThreadFollower), large enough to cost nothing measurable (64 vs 512: 20 tok/s both, 2 cores).
+N_BATCH = 64
+# RAM for recent calls' model states (see _attach_prompt_cache); HARNESS_SR_PROMPT_CACHE_MB overrides, 0 = off.
+PROMPT_CACHE_BYTES = int(float(os.environ.get("HARNESS_SR_PROMPT_CACHE_MB", "1024")) * 2**20)
 
 
 def default_model_path(name: str | None = None) -> str:
@@ -138,18 +143,39 @@ def load_llama(path: str, n_ctx: int, n_threads: int) -> tuple[Any, threading.Lo
                 raise LLMError("provider 'local' needs llama-cpp-python: pip install llama-cpp-python") from exc
             try:
                 llama = Llama(
-                    model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, verbose=False
+                    model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, n_batch=N_BATCH,
+                    verbose=False,
                 )
                 trained = _trained_context(llama)
                 if trained and n_ctx > trained:  # beyond the trained window output degrades: clamp
                     llama.close()
                     llama = Llama(
-                        model_path=path, n_ctx=trained, n_threads=n_threads, n_threads_batch=n_threads, verbose=False
+                        model_path=path, n_ctx=trained, n_threads=n_threads, n_threads_batch=n_threads,
+                        n_batch=N_BATCH, verbose=False,
                     )
             except Exception as exc:  # noqa: BLE001 - llama.cpp raises plain ValueError/RuntimeError
                 raise LLMError(f"local model: could not load {path}: {type(exc).__name__}: {exc}") from exc
+            _attach_prompt_cache(llama)
             _CACHE[key] = (llama, threading.Lock())
         return _CACHE[key]
+
+
+def _attach_prompt_cache(llama: Any) -> None:
+    """Keep the model state after each call in RAM (llama-cpp-python's ``LlamaRAMCache``, LRU, about 60 MB a call),
+    so a later prompt that shares a prefix with *any* recent call - not only the last one - skips evaluating it.
+
+    Why: prompt evaluation is most of a role call on a CPU (a 750-token prompt: 37 s of 72 s here), and the
+    optimizer asks the same role about the same task again and again with other instructions or workflows, with
+    other calls in between that evict llama.cpp's single KV slot. Measured: the same card with another role text
+    after an unrelated call, 29 s instead of 44 s. ``PROMPT_CACHE_BYTES`` = 0 turns it off."""
+    if PROMPT_CACHE_BYTES <= 0:
+        return
+    try:
+        from llama_cpp import LlamaRAMCache
+
+        llama.set_cache(LlamaRAMCache(capacity_bytes=PROMPT_CACHE_BYTES))
+    except Exception:  # noqa: BLE001 - older bindings: no prompt cache, same answers
+        pass
 
 
 def _trained_context(llama: Any) -> int | None:
@@ -299,8 +325,9 @@ class LocalLlamaClient(LLMClient):
         start = time.perf_counter()
         if not lock.acquire(timeout=timeout):
             raise LLMError(f"{self.description}: model busy for more than {timeout:g}s (another call holds it)")
+        follower = _ThreadFollower(llama, self.threads_now)
         try:
-            _set_threads(llama, self.threads_now())
+            follower.start()
             deadline = time.perf_counter() + seconds_left(self.timeout_s)  # after any wait for the lock
             pieces: list[str] = []
             finish_reason: str | None = None
@@ -333,6 +360,7 @@ class LocalLlamaClient(LLMClient):
             except Exception as exc:  # noqa: BLE001 - e.g. prompt longer than n_ctx
                 raise LLMError(f"{self.description}: generation failed: {type(exc).__name__}: {exc}") from exc
         finally:
+            follower.stop()
             lock.release()
         return LLMResponse(
             text="".join(pieces),
@@ -359,8 +387,39 @@ def _add_schema_hint(messages: list[Message], schema: dict[str, Any]) -> list[Me
     return out + [{"role": "user", "content": hint}]
 
 
+class _ThreadFollower:
+    """Keeps a running call's thread count at ``threads_now()`` while it runs: an SR run that ends mid-call gives
+    its core back to the model (and one that starts takes it), instead of the call keeping the count it began with.
+
+    Why: a role call begins beside the engine's unguided run, so it started on one thread and kept it to the end,
+    even when that run lasted 3 s of a 90 s call (the optimizer's training runs): 128 s against 72 s on two
+    threads for a planner call here. llama.cpp reads the count at every decode, and the model is loaded with a
+    small ``n_batch`` (:data:`N_BATCH`) so a long prompt is evaluated in several decodes that each see it."""
+
+    PERIOD_S = 0.25
+
+    def __init__(self, llama: Any, threads_now: Callable[[], int]) -> None:
+        self.llama, self.threads_now = llama, threads_now
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        _set_threads(self.llama, self.threads_now())
+        self._thread = threading.Thread(target=self._follow, name="llm-threads", daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        while not self._done.wait(self.PERIOD_S):
+            _set_threads(self.llama, self.threads_now())
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
 def _set_threads(llama: Any, n: int) -> None:
-    """Generation threads for the next call (llama.cpp reads them per decode); best effort on old bindings."""
+    """Generation threads for the next decode (llama.cpp reads them per decode); best effort on old bindings."""
     if getattr(llama, "_harness_threads", None) == n:
         return
     try:
