@@ -49,7 +49,7 @@ def _outcome(rec: EvalRecord) -> str:
         why = "; ".join(rec.errors[:2]) or rec.status
         return f"no equation found ({_cut(why, 160)})"
     verdict = "SOLVED" if rec.score >= 1.0 else "not solved"
-    return f"{verdict}: {_cut(rec.equation, 160)} (acc_0.01={_g(rec.score)}, nmse={_g(rec.nmse)})"
+    return f"{verdict}: {_cut(rec.equation, 160)} ({rec.metric}={_g(rec.score)}, nmse={_g(rec.nmse)})"
 
 
 def _task_line(task: Any) -> str:
@@ -61,7 +61,8 @@ def _task_line(task: Any) -> str:
 def discovery_feedback(records: Sequence[EvalRecord], tasks: dict[str, Any], max_chars: int = 2500) -> str:
     """What the current instruction achieved task by task."""
     solved = sum(1 for r in records if r.score >= 1.0)
-    lines = [f"Solved {solved} of {len(records)} runs (acc_0.01 on held-out points of each task)."]
+    metric = records[0].metric if records else "acc_0.01"
+    lines = [f"Solved {solved} of {len(records)} runs ({metric} on held-out points of each task)."]
     for rec in sorted(records, key=lambda r: r.score):
         task = tasks.get(rec.task)
         lines.append(_task_line(task) if task is not None else f"Task {rec.task}")

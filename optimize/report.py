@@ -42,7 +42,7 @@ def _plt():
     return plt
 
 
-def plot_stage_scores(rows: dict[str, Any], path: Path) -> Path | None:
+def plot_stage_scores(rows: dict[str, Any], path: Path, metric: str = "acc_0.01") -> Path | None:
     stages = [s for s in STAGES if s in rows]
     if not stages:
         return None
@@ -54,7 +54,7 @@ def plot_stage_scores(rows: dict[str, Any], path: Path) -> Path | None:
         xs = [i + (k - 0.5) * width for i in range(len(stages))]
         ax.bar(xs, values, width, label="training tasks" if split == "train" else "held-out tasks", color=color)
     ax.set_xticks(range(len(stages)), [TITLES[s].replace(": ", ":\n") for s in stages], fontsize=8)
-    ax.set_ylabel("mean acc_0.01")
+    ax.set_ylabel(f"mean {metric}")
     ax.set_ylim(0, 1.05)
     ax.set_title("Score after each stage")
     ax.legend(fontsize=8)
@@ -64,7 +64,7 @@ def plot_stage_scores(rows: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
-def plot_history(trials: list[dict[str, Any]], path: Path) -> Path | None:
+def plot_history(trials: list[dict[str, Any]], path: Path, metric: str = "acc_0.01") -> Path | None:
     done = [t for t in trials if t.get("state") == "COMPLETE" and t.get("value") is not None]
     if not done:
         return None
@@ -83,7 +83,7 @@ def plot_history(trials: list[dict[str, Any]], path: Path) -> Path | None:
     ax.step(xs, best, where="post", color="tab:red", label="best so far")
     ax.set_xlabel("trial")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("acc_0.01 − penalty × LLM calls")
+    ax.set_ylabel(f"{metric} − penalty × LLM calls")
     ax.set_title("Stage 2 optimization history")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -92,7 +92,8 @@ def plot_history(trials: list[dict[str, Any]], path: Path) -> Path | None:
     return path
 
 
-def plot_refinement(steps: list[dict[str, Any]], start: float | None, path: Path) -> Path | None:
+def plot_refinement(steps: list[dict[str, Any]], start: float | None, path: Path,
+                    metric: str = "acc_0.01") -> Path | None:
     tried = [s for s in steps if s.get("child_holdout") is not None or s.get("child_minibatch") is not None]
     if not steps or start is None:
         return None
@@ -112,7 +113,7 @@ def plot_refinement(steps: list[dict[str, Any]], start: float | None, path: Path
         ax.scatter(xs, ys, color="tab:gray", s=18, label="child (held-out slice)")
     ax.set_xlabel("refinement step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("mean acc_0.01")
+    ax.set_ylabel(f"mean {metric}")
     ax.set_ylim(-0.05, 1.05)
     ax.set_title("Stage 3 reflective refinement")
     ax.legend(fontsize=8)
@@ -123,10 +124,10 @@ def plot_refinement(steps: list[dict[str, Any]], start: float | None, path: Path
 
 
 def _stage_table(freeze: dict[str, Any]) -> list[str]:
-    rows = freeze.get("rows", {})
+    rows, metric = freeze.get("rows", {}), freeze.get("metric", "acc_0.01")
     cumulative = freeze.get("solver_runs_cumulative", {})
     lines = [
-        "| stage | workflow w | train acc_0.01 | held-out acc_0.01 | held-out SA | cumulative solver executions | "
+        f"| stage | workflow w | train {metric} | held-out {metric} | held-out SA | cumulative solver executions | "
         "LLM calls / task | seconds / task |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -313,12 +314,12 @@ def write_report(run_dir: str | Path) -> Path:
             "and seed); report-only scoring is counted apart.", ""]
     plots = []
     if freeze.get("rows"):
-        plots.append(plot_stage_scores(freeze["rows"], folder.path / "score_per_stage.png"))
+        plots.append(plot_stage_scores(freeze["rows"], folder.path / "score_per_stage.png", metric))
     if s2:
-        plots.append(plot_history(s2.get("trials", []), folder.path / "optimization_history.png"))
+        plots.append(plot_history(s2.get("trials", []), folder.path / "optimization_history.png", metric))
     if s3:
         plots.append(plot_refinement(s3.get("steps", []), (s3.get("members") or [{}])[0].get("holdout_score"),
-                                     folder.path / "refinement.png"))
+                                     folder.path / "refinement.png", metric))
     for p in plots:
         if p is not None:
             out += [f"![{p.stem}]({p.name})", ""]
