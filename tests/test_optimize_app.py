@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from harness.app.artifact import FrozenHarness
@@ -24,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 TINY = [
     "llm=scripted", HYDRA_TEST_CONF, "benchmark=toy", "backend.operators=[add,sub,mul,div]", "backend.time_budget=1", "backend.population_size=50", "backend.generations=20",
     "backend.combine_terms=false", "backend.unguided_run=false",  # the toy: see tests/doubles.py
-    "optimize.tasks.n_train=3", "optimize.tasks.n_heldout=1",
+    "optimize.tasks.n_train=3", "optimize.tasks.n_heldout=1", "optimize.metric=acc_0.01", "optimize.score_split=test_id",
     "optimize.stage1.groups=[[planner]]", "optimize.stage1.minibatch=1",
     "optimize.stage2.minibatch=2", "optimize.stage2.n_trials=2", "optimize.stage2.n_startup_trials=2",
     "optimize.stage2.bounds.branches=[1,1]", "optimize.stage2.bounds.repair_rounds=[0,1]",
@@ -149,9 +151,21 @@ def test_an_ablation_through_the_parallel_joblib_launcher(tmp_path):
     assert feedback == ["sr_diagnostics", "traces"]
 
 
+def _sr_seconds(folder: Path) -> set[float]:
+    """The time budget of every SR run recorded under ``folder`` (its nodes.jsonl files)."""
+    seconds = set()
+    for path in folder.rglob("nodes.jsonl"):
+        for line in path.read_text().splitlines():
+            node = json.loads(line)
+            if node["kind"] == "sr":
+                seconds.add(float(node["info"]["plan"]["time_budget"]))
+    return seconds
+
+
 def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     run_dir = tmp_path / "run"
-    run_app("stage=all", *TINY, f"hydra.run.dir={run_dir}")
+    run_app("stage=all", *TINY, "optimize.train_time_scale=0.5", "optimize.freeze.heldout=true",
+            f"hydra.run.dir={run_dir}")
     for name in ("harness.json", "report.md", "optuna.db", "evals.db", "trace.jsonl", "score_per_stage.png",
                  "optimization_history.png", "stage1_init.json", "stage2_search.json", "stage3_refine.json"):
         assert (run_dir / name).exists(), name
@@ -185,11 +199,23 @@ def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     assert unseen.name not in prov["training_tasks"] + prov["heldout_tasks"]
     solution = harness.solve(unseen, llm=ScriptedLLM(fn=toy.respond))
     assert solution.metrics["test_id"]["acc_0.01"] == 1.0 and "sin(x0)" in solution.equation
+    # stages 1-3 trained with half-length SR runs; the frozen file keeps the engine's own 1 s, and `harness solve`
+    # with it runs at 1 s: the training shortcut never reaches a solve
+    assert _sr_seconds(run_dir / "runs" / "init") == {0.5} and harness.sr_settings["time_budget"] == 1.0
+    csv, solve_dir = tmp_path / "unseen.csv", tmp_path / "solve"
+    pd.DataFrame(np.column_stack([unseen.train.X, unseen.train.y]), columns=[*unseen.input_names, "y"]).to_csv(
+        csv, index=False)
+    proc = subprocess.run([sys.executable, "-m", "harness", "solve", f"harness={run_dir / 'harness.json'}",
+                           f"data={csv}", "target=y", "llm=scripted", HYDRA_TEST_CONF, f"hydra.run.dir={solve_dir}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert _sr_seconds(solve_dir) == {1.0}
 
     # freeze alone, in the same folder: reads the saved stages, every evaluation is a cache hit
     paid = len(paid_runs(run_dir))
     first_freeze = json.loads((run_dir / "freeze.json").read_text())["cost"]
-    run_app("stage=freeze", *TINY, f"hydra.run.dir={run_dir}")
+    run_app("stage=freeze", *TINY, "optimize.train_time_scale=0.5", "optimize.freeze.heldout=true",
+            f"hydra.run.dir={run_dir}")
     assert len(paid_runs(run_dir)) == paid
     again = json.loads((run_dir / "freeze.json").read_text())["cost"]  # a rerun adds its cost to the first's
     assert len(again["pids"]) == 2 and again["wall_seconds"] >= first_freeze["wall_seconds"]
