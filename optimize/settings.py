@@ -65,6 +65,9 @@ class Bounds(_Model):
     # it answers), and K answers per activation (shared by the roles), ranked by how their hypotheses fit.
     role_tools: list[bool] = Field(default_factory=lambda: [False, True])
     role_samples: tuple[int, int] = (1, 2)
+    # The sandboxed run_python tool for the Analyst and Diagnoser (workflows.roles.CODE_TOOL_ROLES), on or off for
+    # the whole trial; off by default (it needs Landlock + seccomp, or HARNESS_SR_SANDBOX=process).
+    code_tool: list[bool] = Field(default_factory=lambda: [False])
 
 
 class Stage2Settings(_Model):

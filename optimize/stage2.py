@@ -39,7 +39,7 @@ from optimize.tasks import minibatch, stable_seed
 from workflows.harness import Harness
 from workflows.identity import short_hash
 from workflows.params import WorkflowParams
-from workflows.roles import ROLE_TOOLS, role_agent_settings
+from workflows.roles import CODE_TOOL, CODE_TOOL_ROLES, ROLE_TOOLS, role_agent_settings
 
 log = logging.getLogger(__name__)
 STAGE = "search"
@@ -199,15 +199,18 @@ def suggest(trial: Trial, s: Stage2Settings, pool_sizes: dict[str, int],
 
 
 def suggest_role_agents(trial: Trial, b: Bounds, w: WorkflowParams) -> dict[str, RoleAgentConfig]:
-    """Per role the workflow uses: its tools on or off (``tools_<role>``), and K answers (``role_samples``)."""
+    """Per role the workflow uses: its tools on or off (``tools_<role>``), and K answers (``role_samples``); the
+    sandboxed code tool for the roles that read data (``code_tool``, one switch per trial)."""
     lo, hi = b.role_samples
     k = trial.suggest_int("role_samples", lo, hi) if hi > lo else lo
-    options = sorted(set(b.role_tools))
+    options, code_options = sorted(set(b.role_tools)), sorted(set(b.code_tool))
+    code = trial.suggest_categorical("code_tool", code_options) if len(code_options) > 1 else code_options[0]
     agents: dict[str, RoleAgentConfig] = {}
     for role in w.roles_used():
         tools = trial.suggest_categorical(f"tools_{role}", options) if len(options) > 1 else options[0]
-        if tools or k > 1:
-            agents[role] = RoleAgentConfig(tools=ROLE_TOOLS[role] if tools else (), tool_steps=1, K=k)
+        names = (ROLE_TOOLS[role] if tools else ()) + ((CODE_TOOL,) if code and role in CODE_TOOL_ROLES else ())
+        if names or k > 1:
+            agents[role] = RoleAgentConfig(tools=names, tool_steps=1, K=k)
     return agents
 
 

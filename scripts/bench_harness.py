@@ -82,7 +82,7 @@ def pool_record(cands: list[Candidate], task: Any, seed: int) -> list[dict[str, 
     compared afterwards, exactly (the final pick never changes a search)."""
     cands = dedupe(cands)
     add_edge_scores(cands, task, seed)  # the harness scores them itself only under "extrapolation" selection
-    keep = ("nmse", "acc_0.01", "acc_0.001")
+    keep = ("nmse", "acc_0.01", "acc_0.001", "acc_all_0.01")
     return [{"equation": c.equation, "complexity": c.complexity, "source": c.source,
              **({"terms_from": c.info["terms_from"]} if c.info.get("terms_from") else {}),
              "metrics": {k: {m: v.get(m) for m in keep} for k, v in c.metrics.items()}} for c in cands]
@@ -242,8 +242,11 @@ def selection_table(records: list[dict[str, Any]], arms: list[str]) -> str:
                 picks = [select([Candidate.from_record({"expression": p["equation"], **p}) for p in r["pool"]], rule, tol)
                          for r in recs]
                 for split, name in FIGURES:
-                    row[f"{name} {'ID' if split == 'test_id' else 'OOD'}"] = sum(
-                        float((p.metrics.get(split) or {}).get(name) or 0) for p in picks if p) / len(recs)
+                    values = [(p.metrics.get(split) or {}).get(name) for p in picks if p]
+                    # pools stored before a figure was kept lack it: no number rather than a wrong 0
+                    row[f"{name} {'ID' if split == 'test_id' else 'OOD'}"] = (
+                        sum(float(v or 0) for v in values) / len(recs) if all(v is not None for v in values)
+                        else float("nan"))
                 rows.append(row)
     if not rows:
         return ""

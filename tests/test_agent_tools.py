@@ -11,6 +11,7 @@ import pytest
 import harness.sr.llm_generator  # noqa: F401  (registers llm_equation_search)
 import harness.sr.tools  # noqa: F401
 import harness.tools.analysis_tools  # noqa: F401
+import harness.tools.code_tools  # noqa: F401
 from harness.engine.context import AgentContext, BudgetTracker, FitSettings
 from harness.engine.task import Task
 from harness.runtime.agent import AgentConfig, SRAgent
@@ -28,6 +29,7 @@ ARGUMENTS = {
     "monotonicity": {},
     "periodicity": {},
     "power_law": {},
+    "run_python": {"code": "print(df.shape, round(float(np.corrcoef(df['x'], df.iloc[:, -1])[0, 1]), 3))"},
 }
 
 

@@ -228,6 +228,26 @@ def test_stage2_searches_role_tools_and_samples_and_keeps_the_winner(tmp_path):
     assert plain.identity_digest == spec.identity_digest != spec.with_changes(role_agents={}).identity_digest
 
 
+def test_stage2_searches_the_code_tool_for_the_roles_that_read_data(tmp_path):
+    """Scores reward an Analyst with run_python: the switch is searched and the chosen harness carries it; the
+    Planner never gets it (it is not a data-reading role)."""
+
+    def rule(params, prompts, task, agents):
+        analyst = agents.get("analyst")
+        return bool(analyst and "run_python" in analyst.tools)
+
+    overrides = {"stage2": {"n_trials": 6, "minibatch": 1, "adapt_steps": 0, "n_startup_trials": 6,
+                            "bounds": {"branches": [1, 1], "repair_rounds": [0, 0], "discussion_rounds": [0, 0],
+                                       "use_analyst": [True], "use_synthesizer": [False],
+                                       "role_tools": [False], "role_samples": [1, 1], "code_tool": [False, True]}}}
+    ctx, _ = context(tmp_path, rule, overrides)
+    result = run_stage2(ctx, {r: [t] for r, t in SEED_PROMPTS.items()})
+    assert all("code_tool" in t["params"] for t in result["trials"])
+    assert {t["params"]["code_tool"] for t in result["trials"]} == {False, True}
+    spec = Harness.from_dict(result["harness"])
+    assert spec.role_agents["analyst"].tools == ("run_python",) and "planner" not in spec.role_agents
+
+
 def test_fixed_pool_space_is_a_seeded_presample(tmp_path):
     s = OptimizeSettings.model_validate({"stage2": {"space": "fixed_pool", "fixed_pool_size": 5}}).stage2
     assert fixed_pool(s, 0) == fixed_pool(s, 0) and len(set(fixed_pool(s, 0))) == 5

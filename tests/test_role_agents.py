@@ -85,6 +85,32 @@ def test_a_diagnoser_reads_residual_diagnostics_through_its_tool(task, tmp_path)
     assert result.status == "completed"
 
 
+def test_an_analyst_reads_the_data_through_sandboxed_code(task, tmp_path, monkeypatch) -> None:
+    """The Analyst's tool step runs model-written pandas code in the sandbox; its printout reaches the answer."""
+    from harness.tools.code_tools import SANDBOX_ENV
+    from harness.tools.sandbox import isolation_report
+
+    if not isolation_report()["strict"]:
+        monkeypatch.setenv(SANDBOX_ENV, "process")
+    code = "print('rows', len(df), 'target mean', round(float(df.iloc[:, -1].mean()), 4))"
+
+    def fn(messages: list[dict[str, Any]], **request: Any) -> Any:
+        if request.get("tools"):
+            assert [t["function"]["name"] for t in request["tools"]] == ["run_python"]
+            return {"tool_calls": [{"name": "run_python", "arguments": {"code": code}}]}
+        return scripted_role_output(messages, **request)
+
+    llm = ScriptedLLM(fn=fn)
+    result = run_workflow(task, (1, 1, 0, 0, 0), None, llm, sr_settings=TINY, run_dir=tmp_path,
+                          role_agents={"analyst": {"tools": ["run_python"]}})
+    step = next(n for n in _nodes(tmp_path) if n["kind"] == "tools:analyst")
+    call = step["tool_results"][0]
+    assert call["tool_name"] == "run_python" and call["ok"], call["error"]
+    assert call["result_str"].startswith(f"rows {len(task.train.y)} target mean")
+    assert any(call["result_str"] in json.dumps(m) for m in llm.requests[1]["messages"])
+    assert result.status == "completed" and result.solver_runs >= 1
+
+
 def test_a_role_agent_is_refused_a_tool_outside_its_menu(task) -> None:
     with pytest.raises(ValueError, match="not among planner's tools"):
         run_workflow(task, (0, 1, 0, 0, 0), None, ScriptedLLM(fn=scripted_role_output), sr_settings=TINY,

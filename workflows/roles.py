@@ -26,7 +26,16 @@ ROLE_TOOLS: dict[str, tuple[str, ...]] = {
     "repairer": ("evaluate_expression",),
     "synthesizer": ("evaluate_expression",),
 }
+# The sandboxed code tool (harness/tools/code_tools.py): for the roles whose job is reading the data; a switch of
+# its own in stage 2 (``code_tool``), apart from the menus above.
+CODE_TOOL = "run_python"
+CODE_TOOL_ROLES: tuple[str, ...] = ("analyst", "diagnoser")
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+
+
+def role_tool_menu(role: str) -> tuple[str, ...]:
+    """Every tool ``role`` may be given: its menu, plus the code tool where the role reads data."""
+    return ROLE_TOOLS[role] + ((CODE_TOOL,) if role in CODE_TOOL_ROLES else ())
 
 Op = Annotated[str, StringConstraints(max_length=12)]
 Sentence = Annotated[str, StringConstraints(max_length=200)]
@@ -236,10 +245,11 @@ def default_prompts() -> dict[str, str]:
 
 def role_agent_settings(raw: Any) -> dict[str, RoleAgentConfig]:
     """Validated ``{role: RoleAgentConfig}``: known roles only, each with tools from its own menu
-    (``ROLE_TOOLS``). A role not named runs as one structured call."""
+    (``role_tool_menu``). A role not named runs as one structured call."""
     out = coerce_role_agents(raw, ROLE_NAMES)
     for role, cfg in out.items():
-        extra = sorted(set(cfg.tools) - set(ROLE_TOOLS[role]))
+        menu = role_tool_menu(role)
+        extra = sorted(set(cfg.tools) - set(menu))
         if extra:
-            raise ValueError(f"role_agents.{role}: tools {extra} are not among {role}'s tools {list(ROLE_TOOLS[role])}")
+            raise ValueError(f"role_agents.{role}: tools {extra} are not among {role}'s tools {list(menu)}")
     return out

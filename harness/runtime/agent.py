@@ -61,7 +61,7 @@ def default_tools() -> list[str]:
 
 def _register_tools() -> None:
     """Import the tool modules so their tools are in TOOLS (each registers on import)."""
-    for module in ("harness.sr.tools", "harness.tools.analysis_tools"):
+    for module in ("harness.sr.tools", "harness.tools.analysis_tools", "harness.tools.code_tools"):
         try:
             __import__(module)
         except ImportError as exc:
