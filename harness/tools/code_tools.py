@@ -56,6 +56,13 @@ class RunPythonTool(BaseTool):
     name = "run_python"
     result_str_limit = TEXT_LIMIT
     limits = SandboxLimits()
+    max_code_chars = 4000  # a grammar-constrained local model is held to its own cap (GRAMMAR_MAX_STRING)
+
+    @classmethod
+    def tool_parameters(cls) -> dict:
+        schema = super().tool_parameters()
+        schema["properties"]["code"]["maxLength"] = cls.max_code_chars
+        return schema
 
     def execute(self, code: str) -> dict:
         """Run Python (NumPy, SciPy, pandas) on the fitting data in an isolated process and return what it prints.
