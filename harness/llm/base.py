@@ -376,7 +376,3 @@ def schema_from_response_format(response_format: dict[str, Any] | None) -> dict[
 def json_schema_format(schema: dict[str, Any], name: str = "output") -> dict[str, Any]:
     """Wrap a JSON schema in the canonical ``response_format``."""
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
-
-
-def tool_names(tools: list[dict[str, Any]] | None) -> list[str]:
-    return [t.get("function", t).get("name", "") for t in tools or []]

@@ -189,12 +189,6 @@ def _trained_context(llama: Any) -> int | None:
     return None
 
 
-def clear_cache() -> None:
-    """Forget loaded models (tests; the memory is freed once no client holds them)."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
-
-
 # -- the client -------------------------------------------------------------------------------------------------
 
 

@@ -97,14 +97,6 @@ def resolve_model_name(name: str | None) -> str:
     return key
 
 
-def is_embedded_name(name: str | None) -> bool:
-    try:
-        resolve_model_name(name)
-    except LLMError:
-        return False
-    return True
-
-
 def embedded_model_path(name: str | None = None, *, root: Path | None = None) -> str:
     """Path of the GGUF file of embedded model ``name`` (assembling it on first use for chunked models)."""
     model = EMBEDDED_MODELS[resolve_model_name(name)]
