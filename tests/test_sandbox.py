@@ -26,7 +26,7 @@ def run(code: str, **kwargs):
 @needs_strict
 def test_numpy_scipy_pandas_work_on_the_read_only_data_and_the_scratch_folder():
     code = ("import pandas as pd\nfrom scipy.optimize import curve_fit\n"
-            "df = pd.read_csv(DATA_DIR + '/d.csv')\n"
+            "df = pd.read_csv('d.csv')\n"  # linked into the working folder by name
             "p, _ = curve_fit(lambda x, a: a * x, df.x, df.y)\n"
             "open('note.txt', 'w').write('kept')\nprint(round(p[0], 3), open('note.txt').read())")
     result = run(code, data={"d.csv": b"x,y\n1,2\n2,4\n3,6\n"})
@@ -60,6 +60,8 @@ def test_files_outside_are_neither_read_nor_written(tmp_path):
     assert not write.ok and "Permission denied" in write.error and not target.exists()
     data = run("open(DATA_DIR + '/d.csv', 'a').write('1,1\\n')", data={"d.csv": b"x,y\n"})
     assert not data.ok and "Permission denied" in data.error  # the data folder is read-only
+    linked = run("open('d.csv', 'a').write('1,1\\n')", data={"d.csv": b"x,y\n"})
+    assert not linked.ok and "Permission denied" in linked.error  # its link in the working folder too
 
 
 @needs_strict

@@ -69,7 +69,7 @@ class RunPythonTool(BaseTool):
 
         Args:
             code: Python source. `df` is a pandas DataFrame of the fitting rows (columns: the inputs and the
-                target, by name); `np` and `pd` are imported. Print the numbers you want to see. No network, no
+                target, by name; also the file data.csv); `np` and `pd` are imported. Print the numbers you want to see. No network, no
                 files outside the working folder, no subprocesses; 30 s wall, 20 s CPU, 2 GB memory.
         """
         result = run_sandboxed(code, data={"data.csv": _data_csv(self.context)}, limits=self.limits,

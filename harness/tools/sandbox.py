@@ -119,7 +119,8 @@ def _runtime_read_paths() -> list[str]:
 def run_sandboxed(code: str, *, data: dict[str, bytes] | None = None, limits: SandboxLimits | None = None,
                   mode: Mode = "strict", preamble: str = "") -> SandboxResult:
     """Run ``code`` in a confined child process; ``data`` files are written to a read-only folder whose path the
-    code finds in ``DATA_DIR`` (``preamble`` runs first, e.g. to load them). Never raises for anything the code
+    code finds in ``DATA_DIR``, linked into its working folder by name (``preamble`` runs first, e.g. to load
+    them). Never raises for anything the code
     does: limits hit, exceptions and refusals come back as ``ok=False`` with ``error`` in words."""
     limits = limits or SandboxLimits()
     t0 = time.perf_counter()
@@ -138,8 +139,11 @@ def run_sandboxed(code: str, *, data: dict[str, bytes] | None = None, limits: Sa
         data_dir, scratch = root / "data", root / "scratch"
         data_dir.mkdir()
         scratch.mkdir()
-        for name, content in (data or {}).items():
-            (data_dir / Path(name).name).write_bytes(content)
+        names = [Path(name).name for name in data or {}]
+        for name, content in zip(names, (data or {}).values()):
+            (data_dir / name).write_bytes(content)
+            # also in the working folder, as a link to the read-only file: models open 'data.csv' by its bare name
+            os.symlink(data_dir / name, scratch / name)
         config = {
             "mode": mode, "code": code, "preamble": preamble, "data_dir": str(data_dir), "scratch": str(scratch),
             "read_paths": _runtime_read_paths(), "limits": asdict(limits),
@@ -162,7 +166,7 @@ def run_sandboxed(code: str, *, data: dict[str, bytes] | None = None, limits: Sa
                 _kill_group(proc)
         stdout, out_cut = _read_bounded(out_path, limits.output_chars)
         stderr, _ = _read_bounded(err_path, limits.output_chars)
-        files = sorted(p.name for p in scratch.iterdir())[:50]
+        files = sorted(p.name for p in scratch.iterdir() if p.name not in names)[:50]
         isolation = STRICT if mode == "strict" else WEAK
         code_rc = proc.returncode
         error = _why(code_rc, timed_out, stderr, limits, out_path)
