@@ -101,7 +101,8 @@ def apply_limits(limits):
     for res, value in ((resource.RLIMIT_AS, limits["memory_mb"] * mb), (resource.RLIMIT_FSIZE, limits["file_mb"] * mb),
                        (resource.RLIMIT_NOFILE, limits["open_files"]), (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(res, (value, value))
-    cpu = int(limits["cpu_s"])
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # the limit counts from process start: add the imports' share
+    cpu = int(usage.ru_utime + usage.ru_stime + 0.999) + int(limits["cpu_s"])
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
 
 
