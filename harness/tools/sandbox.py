@@ -97,8 +97,8 @@ def _seccomp_available() -> bool:
 
 def isolation_report() -> dict:
     """What this machine offers: the Landlock ABI (0 = none) and whether seccomp filters can be built."""
-    abi = _landlock_abi()
-    return {"landlock_abi": abi, "seccomp": _seccomp_available(), "strict": abi >= 1 and _seccomp_available()}
+    abi, seccomp = _landlock_abi(), _seccomp_available()
+    return {"landlock_abi": abi, "seccomp": seccomp, "strict": abi >= 1 and seccomp}
 
 
 def _runtime_read_paths() -> list[str]:
@@ -199,7 +199,7 @@ def _why(returncode: int | None, timed_out: bool, stderr: str, limits: SandboxLi
         return f"wall-clock limit of {limits.wall_s:g} s reached: the process was killed"
     if returncode == 0:
         return None
-    if returncode == -signal.SIGXCPU or returncode == -signal.SIGKILL and "CPU" in stderr:
+    if returncode == -signal.SIGXCPU:
         return f"CPU limit of {limits.cpu_s} s reached"
     if returncode is not None and returncode < 0:
         return f"killed by signal {signal.Signals(-returncode).name}"
