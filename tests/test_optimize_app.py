@@ -165,6 +165,7 @@ def _sr_seconds(folder: Path) -> set[float]:
 def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     run_dir = tmp_path / "run"
     run_app("stage=all", *TINY, "optimize.train_time_scale=0.5", "optimize.freeze.heldout=true",
+            "optimize.freeze.train=true",  # the stage curve on train (quick leaves it off)
             f"hydra.run.dir={run_dir}")
     for name in ("harness.json", "report.md", "optuna.db", "evals.db", "trace.jsonl", "score_per_stage.png",
                  "optimization_history.png", "stage1_init.json", "stage2_search.json", "stage3_refine.json"):
@@ -215,7 +216,7 @@ def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     paid = len(paid_runs(run_dir))
     first_freeze = json.loads((run_dir / "freeze.json").read_text())["cost"]
     run_app("stage=freeze", *TINY, "optimize.train_time_scale=0.5", "optimize.freeze.heldout=true",
-            f"hydra.run.dir={run_dir}")
+            "optimize.freeze.train=true", f"hydra.run.dir={run_dir}")
     assert len(paid_runs(run_dir)) == paid
     again = json.loads((run_dir / "freeze.json").read_text())["cost"]  # a rerun adds its cost to the first's
     assert len(again["pids"]) == 2 and again["wall_seconds"] >= first_freeze["wall_seconds"]
