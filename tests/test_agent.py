@@ -142,10 +142,10 @@ def test_unknown_tool_and_too_many_calls_are_failed_results(task, tmp_path):
 def test_tool_run_abort_stops_cleanly(task, tmp_path):
     llm = ScriptedLLM([propose("x0", 0.4), call("test_abort"), propose("x1")])
     result = make_agent(task, llm, tmp_path, L=3).run()
-    assert result.status == "aborted" and "operator pressed stop" in result.error
+    assert result.status == "cancelled" and "operator pressed stop" in result.error
     assert len(llm.requests) == 2 and result.best.equation == "x0"
     saved = json.loads((result.run_dir / RESULT_FILE).read_text())
-    assert saved["status"] == "aborted" and saved["best"]["equation"] == "x0"
+    assert saved["status"] == "cancelled" and saved["best"]["equation"] == "x0"
 
 
 def test_budget_exhausted_stops_with_status(task, tmp_path):

@@ -31,7 +31,8 @@ from workflows.roles import (
     response_format,
     salvage_truncated,
 )
-from workflows.runner import STATUS_BUDGET, STATUS_COMPLETED, run_workflow
+from harness.engine.context import RunStatus
+from workflows.runner import run_workflow
 
 TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15,
         "unguided_run": False}  # the engine-only run is tested on its own
@@ -85,7 +86,7 @@ def test_shape_runs_with_exact_counts(task, shape, tmp_path) -> None:
     params = WorkflowParams.from_tuple(shape)
     llm = scripted()
     result = run_workflow(task, params, None, llm, sr_settings=TINY, seed=1, run_dir=tmp_path)
-    assert result.status == STATUS_COMPLETED, result.errors
+    assert result.status == RunStatus.COMPLETED, result.errors
     assert result.errors == []
     assert result.llm_calls == expected_llm_calls(params) == len(llm.requests)
     assert result.solver_runs == expected_solver_runs(params)
@@ -104,7 +105,7 @@ def test_shape_runs_with_exact_counts(task, shape, tmp_path) -> None:
     lines = (tmp_path / "nodes.jsonl").read_text().splitlines()
     assert len(lines) == len(result.state.nodes)
     saved = json.loads((tmp_path / "result.json").read_text())
-    assert saved["status"] == STATUS_COMPLETED and saved["best"]["equation"] == result.best.equation
+    assert saved["status"] == RunStatus.COMPLETED and saved["best"]["equation"] == result.best.equation
 
 
 def test_discussion_and_synthesis_see_all_branches(task) -> None:
@@ -150,7 +151,7 @@ def test_failed_and_unparseable_calls_still_count(task) -> None:
 
     params = WorkflowParams.from_tuple((0, 2, 2, 0, 0))
     result = run_workflow(task, params, None, ScriptedLLM(fn=flaky), sr_settings=TINY)
-    assert result.status == STATUS_COMPLETED
+    assert result.status == RunStatus.COMPLETED
     assert result.llm_calls == expected_llm_calls(params)
     assert result.solver_runs == expected_solver_runs(params)
     assert len([e for e in result.errors if "diagnoser" in e]) == 4
@@ -167,7 +168,7 @@ def test_failed_and_unparseable_calls_still_count(task) -> None:
 def test_budget_stop_keeps_what_it_has(task, budget, max_llm, max_sr) -> None:
     params = WorkflowParams.from_tuple((0, 2, 2, 1, 1))
     result = run_workflow(task, params, None, scripted(), sr_settings=TINY, budget=budget, max_workers=1)
-    assert result.status == STATUS_BUDGET and result.stop_reason
+    assert result.status == RunStatus.BUDGET_EXHAUSTED and result.stop_reason
     assert result.llm_calls <= max_llm < expected_llm_calls(params)
     assert result.solver_runs <= max_sr
     assert result.best is not None  # selection over what was found before the stop
@@ -176,7 +177,7 @@ def test_budget_stop_keeps_what_it_has(task, budget, max_llm, max_sr) -> None:
 def test_time_budget_stops_early(task) -> None:
     # too little time left for an engine run (engines need >= 1 s): the run stops after the first plan
     result = run_workflow(task, (0, 1, 3, 0, 0), None, scripted(), sr_settings=TINY, budget={"max_seconds": 0.5})
-    assert result.status == STATUS_BUDGET and "time" in result.stop_reason
+    assert result.status == RunStatus.BUDGET_EXHAUSTED and "time" in result.stop_reason
     assert result.llm_calls == 1 and result.solver_runs == 0 and result.best is None
 
 

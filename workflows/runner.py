@@ -27,6 +27,7 @@ from harness.engine.context import (
     Budget,
     BudgetExhausted,
     BudgetTracker,
+    RunStatus,
     evaluate_candidate,
 )
 from harness.runtime.role_agent import RoleAgent, RoleAgentConfig
@@ -65,10 +66,6 @@ from workflows.roles import (
 ENGINE_INFO_KEYS = ("generations", "gp_seconds", "n_seeds", "n_injected", "continued", "front_size")
 ENGINE_RESERVE_MARGIN_S = 1.0  # kept on top of one engine run's time for its refit and bookkeeping
 
-STATUS_COMPLETED = "completed"
-STATUS_BUDGET = "budget_exhausted"
-STATUS_CANCELLED = "cancelled"
-STATUS_ERROR = "error"
 
 
 @dataclass
@@ -81,7 +78,7 @@ class WorkflowResult:
     llm_calls: int
     solver_runs: int
     seconds: float
-    status: str
+    status: RunStatus
     run_dir: Path | None
     errors: list[str] = field(default_factory=list)
     stop_reason: str | None = None
@@ -91,29 +88,6 @@ class WorkflowResult:
 def default_max_workers() -> int:
     """Concurrent SR runs: 1 on small machines (each engine run wants a core), up to 4 on big ones."""
     return max(1, min(4, (os.cpu_count() or 1) // 4))
-
-
-class _SolverBudget:
-    """The run's budget as SR runs see it: solver runs and seconds only (LLM limits are the runner's business)."""
-
-    def __init__(self, tracker: BudgetTracker):
-        self._tracker = tracker
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._tracker, name)
-
-    def exhausted(self) -> str | None:
-        t, b = self._tracker, self._tracker.budget
-        if b.max_solver_runs is not None and t.solver_runs >= b.max_solver_runs:
-            return f"solver budget spent ({t.solver_runs}/{b.max_solver_runs})"
-        if b.max_seconds is not None and t.elapsed() >= b.max_seconds:
-            return f"time budget spent ({t.elapsed():.1f}s/{b.max_seconds}s)"
-        return None
-
-    def check(self) -> None:
-        reason = self.exhausted()
-        if reason:
-            raise BudgetExhausted(reason)
 
 
 def _coerce_budget(budget: Budget | BudgetTracker | dict[str, Any] | None) -> BudgetTracker:
@@ -167,7 +141,7 @@ class _WorkflowRun:
         # The SR step is a call of the run_sr_search tool, under the harness's floor (a plan only widens it).
         extras = {"backend": backend, "plan_limits": sr_settings.limits(), "plan_floor": sr_settings.floor(),
                   "max_extra_operators": sr_settings.max_extra_operators}
-        self.ctx = AgentContext(task=task, seed=seed, workspace=run_dir, budget=_SolverBudget(budget), llm=llm,
+        self.ctx = AgentContext(task=task, seed=seed, workspace=run_dir, budget=budget.scoped(("solver_runs", "seconds")), llm=llm,
                                 state=self.state, fit=sr_settings.fit_settings(),
                                 extras=extras)  # type: ignore[arg-type]
         self.sr_tool = RunSRSearchTool(self.ctx)
@@ -459,7 +433,7 @@ class _WorkflowRun:
         t0 = time.perf_counter()
         p = self.params
         branches = [Branch(index=i, label=f"branch {i + 1}") for i in range(p.branches)]
-        status, crash = STATUS_COMPLETED, None
+        status, crash = RunStatus.COMPLETED, None
         unguided = None
         if self.settings.unguided_run:  # started first, so it holds the engine slot while the roles think
             unguided = threading.Thread(target=self._guarded, args=(self.unguided, "unguided run"),
@@ -486,11 +460,11 @@ class _WorkflowRun:
         if unguided is not None and unguided.is_alive():  # its answer is kept even when the roles crashed
             unguided.join()
         if crash:
-            status = STATUS_ERROR
+            status = RunStatus.FAILED
         elif self.ctx.cancelled():
-            status = STATUS_CANCELLED
+            status = RunStatus.CANCELLED
         elif self.stop_reason:
-            status = STATUS_BUDGET
+            status = RunStatus.BUDGET_EXHAUSTED
         candidates = self.state.candidates
         best = self.state.best()
         self.state.finish(status, crash or self.stop_reason)

@@ -83,7 +83,7 @@ def agent_command(cfg: DictConfig) -> int:
     """Run the R-C-L-K agent on one task, print progress and the best equation."""
     from rich.console import Console
 
-    from harness.engine.context import AgentContext, Budget, BudgetTracker, FitSettings
+    from harness.engine.context import AgentContext, Budget, BudgetTracker, FitSettings, RunStatus
     from harness.llm.config import LLMConfig
     from harness.llm.factory import make_llm
     from harness.runtime.agent import AgentConfig, SRAgent
@@ -123,7 +123,7 @@ def agent_command(cfg: DictConfig) -> int:
     finally:
         llm.close()
     _print_result(console, result)
-    return 0 if result.status in ("completed", "target_reached", "budget_exhausted") else 1
+    return 0 if result.status in (RunStatus.COMPLETED, RunStatus.TARGET_REACHED, RunStatus.BUDGET_EXHAUSTED) else 1
 
 
 @command("solve")

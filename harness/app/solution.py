@@ -73,7 +73,7 @@ class Solution:
             metrics=dict(best.metrics) if best else {}, front=front_frame(result.front, names), input_names=names,
             complexity=best.complexity if best else None, skeleton=best.expression if best else None,
             run_dir=result.run_dir, llm_calls=result.llm_calls, solver_runs=result.solver_runs,
-            seconds=result.seconds, status=result.status, errors=list(result.errors), candidate=best,
+            seconds=result.seconds, status=str(result.status), errors=list(result.errors), candidate=best,
             harness_digest=harness_digest,
         )
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -43,44 +45,97 @@ class Budget:
                 raise ValueError(f"budget.{name} must be {kind} or null (unlimited), got {value!r}")
 
 
-class BudgetTracker:
-    """Thread-safe counters of what a run has used, checked against its :class:`Budget`."""
+class RunStatus(str, Enum):
+    """How a run ended: the one vocabulary of the agent runtime, the workflow runner and their saved files.
+    A ``str``: it compares, prints and serialises as its value."""
 
-    def __init__(self, budget: Budget | None = None):
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+    COMPLETED = "completed"
+    TARGET_REACHED = "target_reached"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    CANCELLED = "cancelled"  # a stop from the caller (cancel event, operator)
+    FAILED_LLM = "failed_llm"  # the model could not be reached
+    FAILED = "failed"  # a crash; what was found is kept
+
+    @classmethod
+    def parse(cls, text: str) -> "RunStatus | str":
+        """A saved status, with the spellings of older files ("aborted", "error"); unknown text stays text."""
+        text = {"aborted": "cancelled", "error": "failed"}.get(text, text)
+        try:
+            return cls(text)
+        except ValueError:
+            return text
+
+
+BUDGET_LIMITS: tuple[str, ...] = ("llm_calls", "solver_runs", "tokens", "seconds")
+
+
+@dataclass
+class _Usage:
+    """The counters themselves, shared by every scope of one tracker."""
+
+    started: float = field(default_factory=time.monotonic)
+    llm_calls: int = 0
+    tokens: int = 0
+    solver_runs: int = 0
+    tool_calls: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class BudgetTracker:
+    """Thread-safe counters of what a run has used, checked against its :class:`Budget`.
+
+    ``scoped`` gives a view on the same counters that checks fewer limits: inside a workflow an SR run checks only
+    solver runs and seconds, because the runner keeps the LLM limits itself (a role call past them is skipped, not
+    an SR run)."""
+
+    def __init__(self, budget: Budget | None = None, *, checks: Collection[str] = BUDGET_LIMITS,
+                 _usage: _Usage | None = None):
+        unknown = set(checks) - set(BUDGET_LIMITS)
+        if unknown:
+            raise ValueError(f"unknown budget limits {sorted(unknown)}; known: {', '.join(BUDGET_LIMITS)}")
         self.budget = budget or Budget()
-        self.started = time.monotonic()
-        self.llm_calls = 0
-        self.tokens = 0
-        self.solver_runs = 0
-        self.tool_calls = 0
-        self._lock = threading.Lock()
+        self.checks = frozenset(checks)
+        self._usage = _usage or _Usage()
+
+    def scoped(self, checks: Collection[str]) -> "BudgetTracker":
+        """The same counters and budget, checked against ``checks`` only."""
+        return BudgetTracker(self.budget, checks=checks, _usage=self._usage)
+
+    started = property(lambda self: self._usage.started)
+    llm_calls = property(lambda self: self._usage.llm_calls)
+    tokens = property(lambda self: self._usage.tokens)
+    solver_runs = property(lambda self: self._usage.solver_runs)
+    tool_calls = property(lambda self: self._usage.tool_calls)
 
     def elapsed(self) -> float:
-        return time.monotonic() - self.started
+        return time.monotonic() - self._usage.started
 
     def add_llm(self, calls: int = 1, tokens: int = 0) -> None:
-        with self._lock:
-            self.llm_calls += calls
-            self.tokens += tokens
+        with self._usage.lock:
+            self._usage.llm_calls += calls
+            self._usage.tokens += tokens
 
     def add_solver(self, runs: int = 1) -> None:
-        with self._lock:
-            self.solver_runs += runs
+        with self._usage.lock:
+            self._usage.solver_runs += runs
 
     def add_tool(self, calls: int = 1) -> None:
-        with self._lock:
-            self.tool_calls += calls
+        with self._usage.lock:
+            self._usage.tool_calls += calls
 
     def exhausted(self) -> str | None:
-        """Why the budget is spent, or ``None`` while some is left."""
-        b = self.budget
-        if b.max_llm_calls is not None and self.llm_calls >= b.max_llm_calls:
-            return f"LLM call budget spent ({self.llm_calls}/{b.max_llm_calls})"
-        if b.max_solver_runs is not None and self.solver_runs >= b.max_solver_runs:
-            return f"solver budget spent ({self.solver_runs}/{b.max_solver_runs})"
-        if b.max_tokens is not None and self.tokens >= b.max_tokens:
-            return f"token budget spent ({self.tokens}/{b.max_tokens})"
-        if b.max_seconds is not None and self.elapsed() >= b.max_seconds:
+        """Why the budget is spent (among the limits this scope checks), or ``None`` while some is left."""
+        b, u, on = self.budget, self._usage, self.checks
+        if "llm_calls" in on and b.max_llm_calls is not None and u.llm_calls >= b.max_llm_calls:
+            return f"LLM call budget spent ({u.llm_calls}/{b.max_llm_calls})"
+        if "solver_runs" in on and b.max_solver_runs is not None and u.solver_runs >= b.max_solver_runs:
+            return f"solver budget spent ({u.solver_runs}/{b.max_solver_runs})"
+        if "tokens" in on and b.max_tokens is not None and u.tokens >= b.max_tokens:
+            return f"token budget spent ({u.tokens}/{b.max_tokens})"
+        if "seconds" in on and b.max_seconds is not None and self.elapsed() >= b.max_seconds:
             return f"time budget spent ({self.elapsed():.1f}s/{b.max_seconds}s)"
         return None
 
@@ -95,14 +150,10 @@ class BudgetTracker:
         return max(0.0, self.budget.max_seconds - self.elapsed())
 
     def snapshot(self) -> dict[str, Any]:
-        with self._lock:
-            return {
-                "llm_calls": self.llm_calls,
-                "tokens": self.tokens,
-                "solver_runs": self.solver_runs,
-                "tool_calls": self.tool_calls,
-                "seconds": round(self.elapsed(), 3),
-            }
+        u = self._usage
+        with u.lock:
+            return {"llm_calls": u.llm_calls, "tokens": u.tokens, "solver_runs": u.solver_runs,
+                    "tool_calls": u.tool_calls, "seconds": round(self.elapsed(), 3)}
 
 
 @dataclass

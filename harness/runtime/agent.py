@@ -22,19 +22,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.engine.candidates import Candidate, dedupe
-from harness.engine.context import AgentContext, BudgetExhausted
+from harness.engine.context import AgentContext, BudgetExhausted, RunStatus
 from harness.llm.base import LLMClient, LLMError, LLMResponse, ToolCall
 from harness.llm.protocols import BaseParser, NativeToolParser, make_parser
 from harness.runtime.agent_config import (
     CONTINUE,
     NUDGE,
     PARSE_ERROR,
-    STATUS_ABORTED,
-    STATUS_BUDGET,
-    STATUS_COMPLETED,
-    STATUS_FAILED,
-    STATUS_FAILED_LLM,
-    STATUS_TARGET,
     AgentConfig,
     AgentResult,
     Iteration,
@@ -71,7 +65,7 @@ def _register_tools() -> None:
 class _Stop(Exception):
     """Internal: ends the whole run with a status."""
 
-    def __init__(self, status: str, error: str | None = None):
+    def __init__(self, status: RunStatus, error: str | None = None):
         super().__init__(error or status)
         self.status = status
         self.error = error
@@ -128,7 +122,7 @@ class SRAgent:
             config={"agent": cfg.model_dump(), "tools": sorted(self.tools), **self.run_info},
         )
         self.context.state = self.state
-        status, error = STATUS_COMPLETED, None
+        status, error = RunStatus.COMPLETED, None
         try:
             for r in range(cfg.R):
                 self._check_stop()
@@ -138,7 +132,7 @@ class SRAgent:
             status, error = stop.status, stop.error
         except Exception as exc:  # a bug must not lose the work done: record it, write the result
             log.exception("agent run failed")
-            status, error = STATUS_FAILED, f"{type(exc).__name__}: {exc}"
+            status, error = RunStatus.FAILED, f"{type(exc).__name__}: {exc}"
         result = self.state.finish(status, error)
         return AgentResult(
             best=self.state.best(),
@@ -187,9 +181,9 @@ class SRAgent:
         if self._stop is not None:
             raise self._stop
         if self.context.cancelled():
-            self._stop = _Stop(STATUS_ABORTED, "run cancelled")
+            self._stop = _Stop(RunStatus.CANCELLED, "run cancelled")
         elif (reason := self.context.budget.exhausted()) is not None:
-            self._stop = _Stop(STATUS_BUDGET, reason)
+            self._stop = _Stop(RunStatus.BUDGET_EXHAUSTED, reason)
         if self._stop is not None:
             raise self._stop
 
@@ -248,12 +242,12 @@ class SRAgent:
         except LLMError as exc:
             self._count(len(responses))
             self._record_failure(it, f"LLMError: {exc}", time.perf_counter() - start)
-            self._stop = self._stop or _Stop(STATUS_FAILED_LLM, f"LLMError: {exc}")
+            self._stop = self._stop or _Stop(RunStatus.FAILED_LLM, f"LLMError: {exc}")
             raise self._stop from None
         self._count(len(responses))
         if not responses:
             self._record_failure(it, "the model returned no response", time.perf_counter() - start)
-            self._stop = self._stop or _Stop(STATUS_FAILED_LLM, "the model returned no response")
+            self._stop = self._stop or _Stop(RunStatus.FAILED_LLM, "the model returned no response")
             raise self._stop
         return responses
 
@@ -298,11 +292,11 @@ class SRAgent:
         try:
             result = tool(call_id=call.id, **call.arguments)
         except ToolRunAbort as exc:
-            self._stop = self._stop or _Stop(STATUS_ABORTED, f"ToolRunAbort: {exc}")
+            self._stop = self._stop or _Stop(RunStatus.CANCELLED, f"ToolRunAbort: {exc}")
             return _failed(call, f"run aborted: {exc}")
         if not result.ok and (result.error or "").startswith(BudgetExhausted.__name__):
             # a solver refused to start for lack of budget: the run is over even if a little time is left
-            self._stop = self._stop or _Stop(STATUS_BUDGET, result.error)
+            self._stop = self._stop or _Stop(RunStatus.BUDGET_EXHAUSTED, result.error)
         return result
 
     def record_search_iteration(self, it: Iteration) -> None:
@@ -373,7 +367,7 @@ class SRAgent:
         if self._stop is not None:
             raise self._stop
         if self.target_reached():
-            self._stop = _Stop(STATUS_TARGET)
+            self._stop = _Stop(RunStatus.TARGET_REACHED)
         self._check_stop()
 
     # -- helpers --------------------------------------------------------------------------------------------

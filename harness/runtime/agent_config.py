@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.engine.candidates import Candidate
+from harness.engine.context import RunStatus
 from harness.llm.base import LLMResponse, ToolCall
 from harness.tools.base import ToolCallResult
 
@@ -30,12 +31,6 @@ CONTINUE = (
     "Improve on the best equation: refine its structure or test a new hypothesis."
 )
 
-STATUS_COMPLETED = "completed"
-STATUS_TARGET = "target_reached"
-STATUS_BUDGET = "budget_exhausted"
-STATUS_ABORTED = "aborted"
-STATUS_FAILED_LLM = "failed_llm"
-STATUS_FAILED = "failed"
 
 
 class AgentConfig(BaseModel):
@@ -70,7 +65,7 @@ class AgentResult:
 
     best: Candidate | None
     front: list[Candidate]
-    status: str
+    status: RunStatus
     counts: dict[str, Any]
     run_dir: Path | None
     error: str | None = None

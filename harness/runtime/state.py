@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.engine.candidates import Candidate, pareto_front, select
+from harness.engine.context import RunStatus
 from harness.engine.jsonio import json_restore, json_safe, write_json_atomic
 
 RESPONSE_LIMIT = 4000
@@ -343,7 +344,7 @@ class SearchRunState:
             "ended": self.ended,
         }
 
-    def finish(self, status: str, error: str | None = None) -> dict[str, Any]:
+    def finish(self, status: RunStatus | str, error: str | None = None) -> dict[str, Any]:
         """Close the run: write result.json (atomically) and the final run.json; returns the result."""
         with self._lock:
             self.status = status
@@ -374,7 +375,7 @@ class SearchRunState:
             state.config = run.get("config", {})
             state.started = run.get("started", state.started)
             state.ended = run.get("ended")
-            state.status = run.get("status", "unknown")
+            state.status = RunStatus.parse(run.get("status", "unknown"))  # older files: "aborted", "error"
             state.error = run.get("error")
         nodes_file = run_dir / NODES_FILE
         if nodes_file.exists():
