@@ -12,7 +12,7 @@ import importlib
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Protocol
 
 from harness.engine.candidates import Candidate, dedupe, pareto_front, select_best
 from harness.engine.context import AgentContext, BudgetExhausted
@@ -28,11 +28,13 @@ __all__ = [
     "run_search",
     "backend_names",
     "MIN_ENGINE_SECONDS",
+    "SREngine",
+    "load_engine",
 ]
 
 MIN_ENGINE_SECONDS = 1.0  # engines count time in whole seconds; less than this left means the budget is spent
 
-# name -> "module:function"; each function is (plan, context, *, max_seconds) -> EngineRun
+# name -> "module:function" of an :class:`SREngine`, imported when first used
 BACKENDS: dict[str, str] = {
     "operon": "harness.sr.operon_backend:run_operon",
     "pysr": "harness.sr.pysr_backend:run_pysr",
@@ -52,6 +54,13 @@ class EngineRun:
     candidates: list[Candidate]
     warnings: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+
+
+class SREngine(Protocol):
+    """What an SR engine is: one search under a validated plan, at most ``max_seconds`` long, scored by the
+    context's evaluator. Raises :class:`BackendUnavailable` when it cannot run here."""
+
+    def __call__(self, plan: SearchPlan, context: AgentContext, *, max_seconds: float) -> EngineRun: ...
 
 
 @dataclass
@@ -91,9 +100,13 @@ def backend_names() -> list[str]:
     return sorted(BACKENDS) + ["auto"]
 
 
-def _engine(name: str) -> Callable[..., EngineRun]:
+def load_engine(name: str) -> SREngine:
+    """The engine registered as ``name`` (a KeyError names the known ones)."""
+    if name not in BACKENDS:
+        raise KeyError(f"unknown SR engine {name!r}; known: {', '.join(sorted(BACKENDS))}")
     module, func = BACKENDS[name].split(":")
-    return getattr(importlib.import_module(module), func)
+    engine: SREngine = getattr(importlib.import_module(module), func)
+    return engine
 
 
 def _engine_seconds(plan: SearchPlan, context: AgentContext) -> float:
@@ -115,7 +128,7 @@ def _run_engine(name: str, plan: SearchPlan, context: AgentContext, seconds: flo
     from harness.sr import workers
 
     if name not in workers.PROCESS_ENGINES or workers.in_process_requested():
-        return _engine(name)(plan, context, max_seconds=seconds)
+        return load_engine(name)(plan, context, max_seconds=seconds)
     t0 = time.perf_counter()
     try:
         return workers.run_in_worker(name, plan, context, max_seconds=seconds)
