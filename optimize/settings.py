@@ -81,8 +81,11 @@ class Stage2Settings(_Model):
     adapt_steps: int = Field(1, ge=0)
     adapt_roles: int | None = Field(1, ge=0)
     adapt_reserve: int = Field(0, ge=0)
-    heartbeat_interval: int | None = None
-    grace_period: int | None = None
+    # Workers sharing the study (optimize.shared_study): each running trial records a heartbeat every
+    # heartbeat_interval seconds; one silent for grace_period (None: twice the interval) is failed and retried
+    # max_retry times with its parameters.
+    heartbeat_interval: int = Field(10, ge=1)
+    grace_period: int | None = Field(None, ge=1)
     max_retry: int = Field(1, ge=0)
     max_solver_runs: int | None = None
 

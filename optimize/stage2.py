@@ -8,25 +8,19 @@ briefly adapted: a stage-1-style rewrite of its prompts inside the chosen workfl
 
 Resumable and shareable: the study lives in an RDB (``sqlite:///<run>/optuna.db`` or ``optimize.storage``) under a
 fixed name with ``load_if_exists``; the run continues until ``n_trials`` trials are COMPLETE in total, so finished
-trials are never redone. RUNNING trials left by a dead process on this host are failed and re-queued with their
-parameters at start (optionally, for many hosts, Optuna's heartbeat + its retry callback), and the
-evaluation cache makes the re-queued configuration's finished task runs free.
+trials are never redone. Several workers may share it (``optimize.shared_study``): Optuna's heartbeat fails and
+retries the trial of a dead worker (the evaluation cache makes its finished task runs free), a callback and the
+trial numbers keep the count exact, and a parameter set another worker ran or runs is pruned.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
-import os
 import random
-import socket
 import time
-import warnings
 from typing import Any
 
 import optuna
-from optuna.storages import RDBStorage
-from optuna.study import MaxTrialsCallback
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from harness.runtime.role_agent import RoleAgentConfig
@@ -35,6 +29,7 @@ from optimize.evaluation import StageBudgetSpent
 from optimize.feedback import discovery_feedback
 from optimize.rewrite import propose_rewrite
 from optimize.settings import ROLE_ORDER, Bounds, Stage2Settings
+from optimize.shared_study import join, make_storage, run_until_complete, slots_taken, twin, worker_id
 from optimize.tasks import minibatch, stable_seed
 from workflows.harness import Harness
 from workflows.identity import short_hash
@@ -46,90 +41,15 @@ STAGE = "search"
 
 
 # -- storage and study ------------------------------------------------------------------------------------------
-def retry_callback(max_retry: int) -> Any:
-    """Optuna's re-queue-with-same-parameters callback (renamed in Optuna 4.9; both names work here)."""
-    import optuna.storages as storages
-
-    cls = getattr(storages, "RetryHeartbeatStaleTrialCallback", None) or storages.RetryFailedTrialCallback
-    with warnings.catch_warnings():  # marked experimental; its behaviour is exactly what we want
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return cls(max_retry=max_retry)
-
-
-def make_storage(url: str, s: Stage2Settings) -> RDBStorage:
-    """RDB storage; with ``heartbeat_interval`` set, stale trials of any worker are failed and retried."""
-    kwargs: dict[str, Any] = {}
-    if url.startswith("sqlite"):
-        kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
-    if s.heartbeat_interval:
-        kwargs.update(
-            heartbeat_interval=int(s.heartbeat_interval),
-            grace_period=int(s.grace_period or 2 * s.heartbeat_interval),
-        )
-        names = inspect.signature(RDBStorage.__init__).parameters  # the callback's keyword was renamed in 4.9
-        key = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in names else "failed_trial_callback"
-        kwargs[key] = retry_callback(s.max_retry)
-    with warnings.catch_warnings():  # heartbeats are marked experimental in Optuna
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return RDBStorage(url, **kwargs)
-
-
-def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _split_worker(worker: str) -> tuple[str, int | None]:
-    w_host, _, pid = str(worker).rpartition(":")
-    return w_host, int(pid) if pid.isdigit() else None
-
-
-def fail_dead_trials(study: optuna.Study, max_retry: int = 1) -> list[int]:
-    """Fail RUNNING trials left by a dead process on this host, and re-queue their parameters.
-
-    A trial names its worker (``host:pid``) first thing; one killed before that has no name, and counts as dead
-    when every worker that ever joined the study ran on this host and none of them is alive. Workers on other
-    hosts are left to Optuna's heartbeat (``stage2.heartbeat_interval``).
-    """
-    host, me = socket.gethostname(), os.getpid()
-    joined = [_split_worker(k.split("/", 1)[1]) for k in study.user_attrs if k.startswith("worker/")]
-    others_alive = any(h != host or (p not in (None, me) and _pid_alive(p)) for h, p in joined)
-    failed = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        worker = trial.user_attrs.get("worker")
-        if worker is None:
-            dead = not others_alive
-        else:
-            w_host, pid = _split_worker(worker)
-            dead = w_host == host and pid is not None and pid != me and not _pid_alive(pid)
-        if not dead:
-            continue
-        study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
-        retry_callback(max_retry)(study, study._storage.get_trial(trial._trial_id))
-        failed.append(trial.number)
-    if failed:
-        log.warning("stage 2: failed and re-queued trials %s left RUNNING by a dead process", failed)
-    study.set_user_attr(f"worker/{worker_id()}", time.time())
-    return failed
-
-
 def open_study(ctx: OptimizeContext) -> optuna.Study:
     s = ctx.settings.stage2
     url = ctx.settings.storage or ctx.folder.storage_url()
     sampler = optuna.samplers.TPESampler(seed=ctx.seed, n_startup_trials=s.n_startup_trials)
     for attempt in range(5):  # workers starting together race to create the schema and the study: retry
         try:
+            storage = make_storage(url, s.heartbeat_interval, s.grace_period, s.max_retry)
             study = optuna.create_study(
-                storage=make_storage(url, s), study_name=ctx.settings.study_name, direction="maximize",
+                storage=storage, study_name=ctx.settings.study_name, direction="maximize",
                 sampler=sampler, load_if_exists=True,
             )
             break
@@ -138,18 +58,10 @@ def open_study(ctx: OptimizeContext) -> optuna.Study:
                 raise
             log.info("stage 2: opening the study raced another worker (%s); retrying", type(exc).__name__)
             time.sleep(0.5 + attempt)
-    others = live_workers(study)
-    if others:  # workers sharing a study must not propose the same parameters: each gets its own sampler seed
-        study.sampler = optuna.samplers.TPESampler(seed=stable_seed(ctx.seed, "tpe", others),
+    if join(study):  # workers sharing a study must not propose the same parameters: each gets its own sampler seed
+        study.sampler = optuna.samplers.TPESampler(seed=stable_seed(ctx.seed, "tpe", worker_id()),
                                                    n_startup_trials=s.n_startup_trials)
     return study
-
-
-def live_workers(study: optuna.Study) -> int:
-    """Other workers of the study that may still run: live processes on this host, any on other hosts."""
-    host, me = socket.gethostname(), os.getpid()
-    joined = [_split_worker(k.split("/", 1)[1]) for k in study.user_attrs if k.startswith("worker/")]
-    return sum(1 for h, p in joined if h != host or (p not in (None, me) and _pid_alive(p)))
 
 
 # -- search space -----------------------------------------------------------------------------------------------
@@ -227,48 +139,19 @@ class _StopAfterFailures:
     def __init__(self, limit: int):
         self.limit, self.count = limit, 0
 
+    @property
+    def stopped(self) -> bool:
+        return self.count >= self.limit
+
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if trial.state == TrialState.FAIL:
             self.count += 1
-            if self.count >= self.limit:
+            if self.stopped:
                 log.error("stage 2: %d failed trials in this process, stopping", self.count)
                 study.stop()
 
 
-SLOT_POLL_SECONDS = 1.0
 MAX_DUPLICATE_PRUNES = 8  # in a row, per process; then a repeated parameter set is evaluated (cache hit)
-
-
-def claim_slot(study: optuna.Study, number: int, n_trials: int) -> bool:
-    """May trial ``number`` run? Yes while COMPLETE trials plus earlier RUNNING ones leave a slot of ``n_trials``.
-
-    Why: with several workers on one study each may start a trial while the last slot is still open, which ends
-    with more than ``n_trials`` complete trials. Trial numbers are unique and ordered, so exactly one worker gets
-    each slot; a later trial waits while earlier ones may still fail (and free their slot), and gives up once the
-    slots are filled. Dead workers' trials are failed meanwhile (``fail_dead_trials``, Optuna's heartbeat).
-    """
-    while True:
-        trials = study.get_trials(deepcopy=False)
-        done = sum(t.state == TrialState.COMPLETE for t in trials)
-        ahead = sum(t.state == TrialState.RUNNING and t.number < number for t in trials)
-        if done + ahead < n_trials:
-            return True
-        if done >= n_trials:
-            return False
-        time.sleep(SLOT_POLL_SECONDS)
-        fail_dead_trials(study)
-
-
-def duplicate_of(study: optuna.Study, number: int, params: dict[str, Any]) -> int | None:
-    """A COMPLETE or RUNNING trial of *another* worker with exactly these parameters, if any.
-
-    Only other workers' trials count: one process's sampler repeating itself in a small space is a cache hit, as
-    before; two processes evaluating the same point at once is the waste this prevents."""
-    me = worker_id()
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
-        if t.number != number and t.params == params and t.user_attrs.get("worker") not in (None, me):
-            return t.number
-    return None
 
 
 def completed(study: optuna.Study) -> list[FrozenTrial]:
@@ -300,30 +183,29 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
     workflows = fixed_pool(s, ctx.seed) if s.space == "fixed_pool" else None
     if workflows is not None:
         study.set_user_attr("fixed_pool", [list(w.as_tuple()) for w in workflows])
-    fail_dead_trials(study, s.max_retry)
     batch = minibatch(ctx.tasks.train, s.minibatch, ctx.seed, STAGE)
     pool_sizes = {role: len(pool[role]) for role in ROLE_ORDER if role in pool}
-    repeats = {"n": 0}
+    repeats, halt = {"n": 0}, {"budget": False}
 
     def objective(trial: Trial) -> float:
         trial.set_user_attr("worker", worker_id())
-        if not claim_slot(trial.study, trial.number, s.n_trials):
-            trial.study.stop()
-            raise optuna.TrialPruned(f"{s.n_trials} trials are complete or running in other workers")
         w, idx, agents = suggest(trial, s, pool_sizes, workflows)
         spec = spec_for(ctx.base, pool, w, idx, agents)
-        system_attrs = trial.study._storage.get_trial_system_attrs(trial._trial_id)
-        queued = bool({"fixed_params", "failed_trial"} & set(system_attrs))  # a retry or enqueued point: on purpose
-        twin = None if queued else duplicate_of(trial.study, trial.number, trial.params)
-        if twin is not None and repeats["n"] < MAX_DUPLICATE_PRUNES:  # not a new trial: let the sampler draw again
+        trials = trial.study.get_trials(deepcopy=False)
+        if slots_taken(trials, trial.number, s.n_trials):
+            trial.study.stop()
+            raise optuna.TrialPruned(f"{s.n_trials} trials are complete or running in other workers")
+        same = twin(trials, trial.number)
+        if same is not None and repeats["n"] < MAX_DUPLICATE_PRUNES:  # not a new trial: let the sampler draw again
             repeats["n"] += 1
-            raise optuna.TrialPruned(f"same parameters as trial {twin}")
+            raise optuna.TrialPruned(f"same parameters as trial {same.number}")
         repeats["n"] = 0  # (a small space may leave only repeats: then a repeat runs, from the evaluation cache)
         try:
             summary = ctx.evaluator.evaluate(spec, batch, ctx.seeds, stage=STAGE, label=f"trial {trial.number}",
                                              reserve=s.adapt_reserve)
         except StageBudgetSpent as exc:
             log.warning("stage 2: %s", exc)
+            halt["budget"] = True
             trial.study.stop()
             raise optuna.TrialPruned(str(exc)) from exc
         trial.set_user_attr("acc", summary.score)
@@ -340,17 +222,14 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
                  summary.score, summary.llm_calls_per_task, summary.n_cached)
         return summary.score - s.llm_penalty * summary.llm_calls_per_task
 
-    done = len(completed(study))
-    left = ctx.evaluator.budget_left(STAGE)
-    if done < s.n_trials and (left is None or left > s.adapt_reserve):
-        log.info("stage 2: %d of %d trials complete, running the rest", done, s.n_trials)
-        study.optimize(
-            objective,
-            n_trials=None,
-            callbacks=[MaxTrialsCallback(s.n_trials, states=(TrialState.COMPLETE,)), _StopAfterFailures(s.n_trials)],
-            catch=(Exception,),
-            gc_after_trial=False,
-        )
+    failures = _StopAfterFailures(s.n_trials)
+
+    def halted() -> bool:
+        left = ctx.evaluator.budget_left(STAGE)
+        return halt["budget"] or failures.stopped or (left is not None and left <= s.adapt_reserve)
+
+    log.info("stage 2: %d of %d trials complete", len(completed(study)), s.n_trials)
+    run_until_complete(study, objective, s.n_trials, [failures], halted)
     return study, workflows
 
 

@@ -287,34 +287,83 @@ def test_pareto_set_keeps_per_task_winners_only():
     assert pareto_members(members) == {0: 1, 1: 1, 3: 1}
 
 
-def test_dead_workers_trials_are_failed_and_requeued_but_live_ones_kept(tmp_path):
-    import socket
+KILLED_WORKER = """
+import os, signal, sys
+import optuna
+from optimize.shared_study import make_storage
+study = optuna.create_study(storage=make_storage(sys.argv[1], 1, 2, 1), study_name="s", load_if_exists=True)
+
+def objective(trial):
+    trial.set_user_attr("worker", "elsewhere:1")
+    x = trial.suggest_int("x", 0, 9)
+    if trial.number == 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # dies inside its second trial, heartbeat running
+    return x
+
+study.optimize(objective, n_trials=3)
+"""
+
+
+def test_a_killed_workers_trial_is_retried_and_exactly_n_trials_complete(tmp_path):
+    """Optuna's heartbeat fails the dead worker's RUNNING trial, the retry callback queues it with its parameters,
+    and the waiting worker runs it: n_trials COMPLETE, never more."""
     import subprocess
     import sys
 
     import optuna
 
-    from optimize.stage2 import fail_dead_trials
+    from optimize.shared_study import make_storage, run_until_complete
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    proc = subprocess.run([sys.executable, "-c", KILLED_WORKER, url], cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == -9
+    study = optuna.load_study(storage=make_storage(url, 1, 2, 1), study_name="s")
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "RUNNING"]
+    killed = study.trials[1]
+
+    def objective(trial):
+        trial.set_user_attr("worker", "here:2")
+        return trial.suggest_int("x", 0, 9)
+
+    run_until_complete(study, objective, 4, [], lambda: False)  # waits for the heartbeat to go stale
+    states = [t.state.name for t in study.trials]
+    assert states.count("COMPLETE") == 4 and states[1] == "FAIL" and "RUNNING" not in states
+    retry = [t for t in study.trials if t.system_attrs.get("failed_trial") == killed.number]
+    assert len(retry) == 1 and retry[0].state.name == "COMPLETE" and retry[0].params == killed.params
+
+
+def test_slots_and_twins_come_from_the_study_records(tmp_path):
+    import optuna
+    from optuna.distributions import IntDistribution
+    from optuna.trial import TrialState
+
+    from optimize.shared_study import join, slots_taken, twin
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'o.db'}", study_name="s")
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    host = socket.gethostname()
-    orphan = study.ask()  # killed before it named its worker
-    gone = study.ask({"x": optuna.distributions.IntDistribution(0, 3)})
-    gone.set_user_attr("worker", f"{host}:{int(dead.stdout)}")
-    alive = study.ask()
-    alive.set_user_attr("worker", f"{host}:{os.getppid()}")
-    assert sorted(fail_dead_trials(study)) == [orphan.number, gone.number]
-    states = {t.number: t.state.name for t in study.trials}
-    assert states[alive.number] == "RUNNING" and states[orphan.number] == states[gone.number] == "FAIL"
-    waiting = [t for t in study.trials if t.state.name == "WAITING"]
-    assert [t.params for t in waiting if t.system_attrs["failed_trial"] == gone.number] == [gone.params]
-    # a second worker that joins while this one lives leaves unnamed RUNNING trials alone
-    study2 = optuna.create_study(storage=f"sqlite:///{tmp_path / 'o2.db'}", study_name="s")
-    study2.set_user_attr(f"worker/{host}:{os.getppid()}", 0.0)
-    study2.ask()
-    assert fail_dead_trials(study2) == []
+    dist = {"x": IntDistribution(0, 9)}
+
+    def add(state, x, worker, value=None, **system_attrs):
+        study.add_trial(optuna.create_trial(state=state, params={"x": x}, distributions=dist, value=value,
+                                            user_attrs={"worker": worker}, system_attrs=system_attrs))
+
+    add(TrialState.COMPLETE, 1, "a", 1.0)  # 0
+    add(TrialState.RUNNING, 2, "a")  # 1
+    add(TrialState.COMPLETE, 3, "b", 3.0)  # 2
+    add(TrialState.RUNNING, 1, "b")  # 3: another worker's COMPLETE trial 0 holds x=1
+    add(TrialState.RUNNING, 3, "b")  # 4: its own trial 2 holds x=3: a repeat, not a twin
+    add(TrialState.RUNNING, 2, "b")  # 5: trial 1 (earlier, RUNNING, other worker) holds x=2
+    add(TrialState.RUNNING, 1, "b", failed_trial=0)  # 6: a retry always runs
+    trials = study.get_trials(deepcopy=False)
+    assert twin(trials, 3).number == 0 and twin(trials, 4) is None and twin(trials, 5).number == 1
+    assert twin(trials, 1) is None and twin(trials, 6) is None  # trial 5 is later than trial 1
+    # slots: COMPLETE ones and RUNNING ones numbered earlier
+    assert not slots_taken(trials, 3, 4) and slots_taken(trials, 4, 4)
+    assert slots_taken(trials, 6, 6) and not slots_taken(trials, 6, 7)
+    assert not join(study)  # only this process joined so far
+    study.set_user_attr("worker/elsewhere:1", 0.0)
+    assert join(study)
 
 
 def test_cached_rows_are_rescored_for_another_metric(tmp_path):
