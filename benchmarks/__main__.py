@@ -1,7 +1,8 @@
 """Command line: ``python -m benchmarks list | show <suite> | export <suite> <out_dir> | run <suite> <out_dir>``.
 
 Suite options are given as ``key=value`` (lists comma-separated), e.g.
-``python -m benchmarks show synthetic n_per_domain=1 domains=physics,materials``.
+``python -m benchmarks show synthetic n_per_domain=1 domains=physics,materials``. ``run`` also takes the
+``executor`` config group the same way (``executor=ray executor.address=auto executor.num_cpus=2``; docs/scale.md).
 """
 
 from __future__ import annotations
@@ -65,11 +66,24 @@ def cmd_export(args: argparse.Namespace) -> None:
         print(folder)
 
 
+def _executor_options(args: argparse.Namespace) -> dict[str, str]:
+    """Take ``executor=...`` / ``executor.<key>=...`` out of the suite options (the ``executor`` config group)."""
+    ours = [o for o in args.options if o.partition("=")[0].strip().startswith("executor")]
+    args.options = [o for o in args.options if o not in ours]
+    return _parse_options(ours)
+
+
 def cmd_run(args: argparse.Namespace) -> None:
     """Solve every task of a suite with a frozen harness; resumable; prints the per-task table."""
     from benchmarks.runner import domain_markdown, markdown_table, run_benchmark
     from harness.app.artifact import FrozenHarness
+    from harness.app.executor import ExecutorError
+    from harness.app.executor_factory import make_executor, split_executor_options
 
+    try:
+        _, executor_config = split_executor_options(_executor_options(args))
+    except ExecutorError as exc:
+        raise TaskError(str(exc)) from exc
     tasks = _load(args)
     harness = FrozenHarness.resolve(args.harness)
     llm: dict[str, Any] | None = None
@@ -83,7 +97,15 @@ def cmd_run(args: argparse.Namespace) -> None:
         print(f"{record['task']}: {record.get('status')} acc_0.01_id={acc} sa={sa} {record.get('seconds')}s "
               f"{record.get('equation') or record.get('error', '')}", flush=True)
 
-    table = run_benchmark(harness, tasks, args.out_dir, seed=args.seed, llm=llm, sr_settings=sr, on_record=progress)
+    try:
+        executor = make_executor(executor_config)
+    except ExecutorError as exc:
+        raise TaskError(str(exc)) from exc
+    try:
+        table = run_benchmark(harness, tasks, args.out_dir, seed=args.seed, llm=llm, sr_settings=sr,
+                              on_record=progress, executor=executor)
+    finally:
+        executor.close()
     text = markdown_table(table) + "\n\nPer domain (sa: symbolic accuracy over tasks with a known ground truth, "
     text += "harness/engine/symbolic.py):\n\n" + domain_markdown(table)
     (Path(args.out_dir) / "table.md").write_text(text + "\n", encoding="utf-8")
@@ -123,7 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--base-url", default=None, help="OpenAI-compatible server URL")
     run.add_argument("--model", default=None, help="model name (server) or path (local / vllm)")
     run.add_argument("--time-budget", type=float, default=None, help="seconds per SR run (harness default otherwise)")
-    run.add_argument("options", nargs="*", metavar="key=value", help="suite options")
+    run.add_argument("options", nargs="*", metavar="key=value",
+                     help="suite options; executor=local|ray and executor.<key>=<value> (harness/conf/executor, "
+                          "e.g. executor=ray executor.address=auto executor.num_cpus=2)")
     run.set_defaults(func=cmd_run)
     return parser
 

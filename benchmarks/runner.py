@@ -5,21 +5,31 @@ Columns: Acc_0.01 / Acc_0.001 and NMSE on the in-domain and out-of-domain test s
 for tasks without a known truth, such as LLM-SR's real problems), per task and per domain.
 
 Each task's record is appended to ``results.jsonl`` as soon as it finishes, and a rerun with the same output
-folder skips tasks already recorded — a killed benchmark loses at most the task in flight. A task that fails
-(dead LLM server, engine crash) is recorded with its error and scored as a miss, never dropped.
+folder skips tasks already recorded — a killed benchmark loses at most the tasks in flight. A task that fails
+(dead LLM server, engine crash, a Ray worker that died) is recorded with its error and scored as a miss, never
+dropped.
+
+Where the solves run is the executor's business (``harness.app.executor``: ``executor=local``, one at a time
+unless ``executor.workers`` says more, or ``executor=ray``). A remote solve gets a plain :class:`BenchmarkSolve`
+(the harness as JSON, the task, the seed, the LLM config) and rebuilds its client on the worker; its record and
+run folder come back to this process, which alone writes ``results.jsonl`` and ``runs/<task>/``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from harness.app.executor import LocalExecutor, SolveExecutor
+from harness.app.remote import Shipment, WorkerSession, absorb, worker_info, worker_llm_config
 from harness.engine.jsonio import json_safe, read_jsonl
 from harness.engine.task import Task
 
@@ -66,6 +76,7 @@ def task_record(task: Task, solution: Any, seconds: float) -> dict[str, Any]:
         "solver_runs": solution.solver_runs,
         "seconds": round(seconds, 2),
         "run_dir": str(solution.run_dir) if solution.run_dir else None,
+        "worker": worker_info().to_dict(),
     }
 
 
@@ -82,12 +93,64 @@ def failure_record(task: Task, error: str, seconds: float) -> dict[str, Any]:
         "llm_calls": None,
         "solver_runs": None,
         "seconds": round(seconds, 2),
+        "worker": worker_info().to_dict(),
     }
 
 
 def load_records(path: Path) -> list[dict[str, Any]]:
     """Records written so far; a torn last line (killed mid-write) is ignored."""
     return read_jsonl(path)
+
+
+def _detail(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+@dataclass(frozen=True)
+class BenchmarkSolve:
+    """One task of a benchmark as a plain job for a remote executor: the frozen harness as JSON (with its seal, so
+    records name the same harness as locally, and its identity digest, checked on the worker: other code there
+    would run another harness), the task, the seed, the LLM config (``index`` picks the endpoint of a
+    ``base_url`` list) and the solve settings; ``run_dir`` is where the driver puts the run folder."""
+
+    harness: dict[str, Any]
+    identity: str  # the harness's identity digest on the driver
+    task: Task
+    seed: int
+    llm: dict[str, Any]
+    index: int
+    run_dir: str
+    backend: str | None = None
+    sr_settings: dict[str, Any] | None = None
+    budget: Any = None
+
+
+@dataclass
+class SolvedTask:
+    """A remote solve's record and what the driver absorbs (its run folder)."""
+
+    record: dict[str, Any]
+    shipment: Shipment = field(default_factory=Shipment)
+
+
+def solve_remote(job: BenchmarkSolve) -> SolvedTask:
+    """Run ``job`` in this (worker) process; a failure is a recorded miss, as locally."""
+    from harness.app.artifact import FrozenHarness
+
+    harness = FrozenHarness.model_validate(job.harness)
+    if harness.identity_digest != job.identity:
+        raise RuntimeError(f"harness identity {harness.identity_digest} on this worker, {job.identity} on the "
+                           "driver: the worker runs other code (install the same version on every node)")
+    start = time.monotonic()
+    with WorkerSession(worker_llm_config(job.llm, job.index), cache_llm=False) as session:
+        try:
+            solution = harness.solve(job.task, llm=session.client, backend=job.backend, budget=job.budget,
+                                     run_dir=session.run_dir, seed=job.seed, sr_settings=job.sr_settings)
+            record = task_record(job.task, solution, time.monotonic() - start)
+        except Exception as exc:  # noqa: BLE001 - a failed task is a recorded miss, never a lost benchmark
+            record = failure_record(job.task, _detail(exc), time.monotonic() - start)
+        record["run_dir"] = job.run_dir  # where the driver unpacks the folder, not this worker's temporary one
+        return SolvedTask(record, session.shipment())
 
 
 def run_benchmark(
@@ -101,44 +164,65 @@ def run_benchmark(
     sr_settings: dict[str, Any] | None = None,
     budget: Any = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    executor: SolveExecutor | None = None,
 ) -> pd.DataFrame:
-    """Solve every task with ``harness`` (a FrozenHarness), appending records; returns the per-task table."""
+    """Solve every task with ``harness`` (a FrozenHarness), appending records as they finish; returns the
+    per-task table. ``executor``: None = one task at a time in this process; a remote one needs ``llm`` as a
+    config (a dict of LLMConfig fields, or None for the harness's own), not a client object."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
     done = {r["task"] for r in load_records(results)}
-    client = None
-    if llm is not None and not hasattr(llm, "complete"):
-        from harness.llm.factory import make_llm
+    todo = [task for task in tasks if task.name not in done]
+    executor = executor or LocalExecutor(1)
+    lock = threading.Lock()
 
-        client = make_llm(harness.llm_config(llm))
-    for task in tasks:
-        if task.name in done:
-            continue
-        start = time.monotonic()
-        try:
-            solution = harness.solve(
-                task,
-                llm=client or llm,
-                backend=backend,
-                budget=budget,
-                run_dir=out / "runs" / task.name,
-                seed=seed,
-                sr_settings=sr_settings,
-            )
-            record = task_record(task, solution, time.monotonic() - start)
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:  # a failed task is a recorded miss, never a lost benchmark
-            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            record = failure_record(task, detail, time.monotonic() - start)
-        with open(results, "a", encoding="utf-8") as fh:
+    def write(record: dict[str, Any]) -> None:
+        with lock, open(results, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(json_safe(record)) + "\n")
             fh.flush()
         if on_record:
             on_record(record)
-    if client is not None:
-        client.close()
+
+    if executor.remote:
+        if llm is not None and hasattr(llm, "complete"):
+            raise TypeError(f"executor={executor.name} rebuilds the model on each worker: pass llm as a config "
+                            "(a dict of LLMConfig fields), not a client")
+        config = harness.llm_config(llm).model_dump(mode="json")
+        payload = harness.model_dump(mode="json")
+        jobs = [BenchmarkSolve(harness=payload, identity=harness.identity_digest, task=task, seed=seed, llm=config,
+                               index=i, run_dir=str(out / "runs" / task.name), backend=backend,
+                               sr_settings=sr_settings, budget=budget) for i, task in enumerate(todo)]
+
+        def finished(_: int, solved: SolvedTask) -> None:
+            absorb(solved.shipment, run_dir=Path(solved.record["run_dir"]))
+            write(solved.record)
+
+        def crashed(_: int, job: BenchmarkSolve, exc: BaseException) -> SolvedTask:  # the worker process died
+            return SolvedTask({**failure_record(job.task, _detail(exc), 0.0), "run_dir": job.run_dir})
+
+        executor.map(solve_remote, jobs, on_result=finished, on_error=crashed)
+    else:
+        client = None
+        if llm is not None and not hasattr(llm, "complete"):
+            from harness.llm.factory import make_llm
+
+            client = make_llm(harness.llm_config(llm))
+
+        def solve_here(task: Task) -> dict[str, Any]:
+            start = time.monotonic()
+            try:
+                solution = harness.solve(task, llm=client or llm, backend=backend, budget=budget,
+                                         run_dir=out / "runs" / task.name, seed=seed, sr_settings=sr_settings)
+                return task_record(task, solution, time.monotonic() - start)
+            except Exception as exc:  # a failed task is a recorded miss, never a lost benchmark
+                return failure_record(task, _detail(exc), time.monotonic() - start)
+
+        try:
+            executor.map(solve_here, todo, on_result=lambda _, record: write(record))
+        finally:
+            if client is not None:
+                client.close()
     names = {t.name for t in tasks}
     return results_table([r for r in load_records(results) if r["task"] in names])
 

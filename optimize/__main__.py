@@ -26,7 +26,7 @@ def _plain(node: Any) -> Any:
 
 
 def register_config_bases() -> None:
-    """Hydra's ``base`` entries from the models: llm, backend (harness.app.config_store) and optimize."""
+    """Hydra's ``base`` entries from the models: llm, backend, executor (harness.app.config_store) and optimize."""
     from hydra.core.config_store import ConfigStore
 
     from harness.app.config_store import defaults_of, register_bases
@@ -49,10 +49,12 @@ def main(cfg: DictConfig) -> float | None:
         backend_config=_plain(cfg.backend),
         benchmark_config=_plain(cfg.benchmark),
         seed=int(cfg.seed),
+        executor=_plain(cfg.get("executor")) or None,
     )
     try:
         results = run_pipeline(ctx, str(cfg.stage))
     finally:
+        ctx.evaluator.executor.close()
         for client in {id(c): c for c in (ctx.llm, ctx.reflection_llm) if c is not None}.values():
             close = getattr(client, "close", None)
             if callable(close):

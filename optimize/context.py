@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.app.executor import SolveExecutor
+from harness.app.executor_factory import make_executor
 from harness.llm.config import LLMConfig
 from harness.llm.factory import make_llm
 from optimize.evaluation import Evaluator
@@ -80,11 +82,14 @@ def build_context(
     tasks: TaskSets | None = None,
     runner: Any = None,
     prompts: Mapping[str, str] | None = None,
+    executor: SolveExecutor | Mapping[str, Any] | None = None,
 ) -> OptimizeContext:
     """Wire model, tasks, evaluator and the seed harness for ``run_dir``.
 
     ``llm``, ``tasks``, ``runner`` (in place of ``workflows.runner.run_workflow``) and the seed ``prompts`` can be
-    injected (tests, notebooks); otherwise they come from the configs.
+    injected (tests, notebooks); otherwise they come from the configs. ``executor``: an ``executor`` config
+    mapping (``harness/conf/executor``; local threads = ``task_workers`` unless ``executor.workers`` says) or an
+    executor; None = local threads.
     """
     folder = RunFolder(run_dir)
     from harness.llm.cache import CachedLLM
@@ -107,6 +112,8 @@ def build_context(
         from harness.engine.context import Budget
 
         run_budget = Budget(**settings.run_budget)
+    if executor is not None and not isinstance(executor, SolveExecutor):
+        executor = make_executor(executor, default_workers=settings.task_workers)
     evaluator = Evaluator(
         folder.path,
         llm,
@@ -119,6 +126,8 @@ def build_context(
         keep_run_dirs=settings.keep_run_dirs,
         runner=runner,
         time_scale=settings.train_time_scale,
+        executor=executor,
+        llm_config=llm_config,
     )
     # The seed is the shipped harness (one definition: workflows.harness.shipped_harness) with the model it is
     # trained with; a backend config other than plain Operon changes the engine and what it overrides.

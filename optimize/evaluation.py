@@ -8,83 +8,52 @@ mean over tasks of the mean over seeds. Every evaluation is stored in :class:`~o
 
 Solver budgets per stage are enforced here, in one place: once a stage has paid its ``max_solver_runs`` every new
 (uncached) evaluation raises :class:`StageBudgetSpent`, and the stage stops with what it has.
+
+Where the runs happen is the executor's business (``harness.app.executor``; ``executor=local`` threads, the
+default, or ``executor=ray``): either way the results come back to this process, which alone writes the evaluation
+cache, ``trace.jsonl``, the response cache and the run folders, as each run finishes - so a killed optimizer
+resumes from the cache and pays for no finished run twice.
 """
 
 from __future__ import annotations
 
-import hashlib
+import itertools
 import json
 import logging
 import math
 import re
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from statistics import mean, median
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
-import numpy as np
-
+from harness.app.executor import ExecutorError, LocalExecutor, SolveExecutor
+from harness.app.remote import absorb
+from harness.llm.cache import CachedLLM
 from optimize.cache import EvalCache
+from optimize.records import (  # noqa: F401 - re-exported: the record types live with the evaluator's API
+    SCORE_SPLITS,
+    TOP_K,
+    UNCACHED,
+    EvalRecord,
+    build_record,
+    exception_record,
+    split_score,
+    task_key,
+)
+from optimize.remote import RemoteOutcome, RemoteSolve, run_remote_solve
 from optimize.settings import STAGE_ORDER
 from workflows.harness import Harness, run_harness
 
 log = logging.getLogger(__name__)
 
 STAGES = (*STAGE_ORDER, "freeze")  # freeze: report-only runs, paid apart from the stages
-TOP_K = 5
-# Outcomes that say nothing about the harness (the runner raised, or every model call failed: a server was down),
-# so they are not cached and a later run tries again.
-UNCACHED = ("exception", "llm_unavailable")
 
 
 class StageBudgetSpent(RuntimeError):
     """The stage has used its solver-execution budget; stop and keep what was found."""
-
-
-@dataclass
-class EvalRecord:
-    """Outcome of one (harness, task, seed) run, as cached. ``top`` holds the best few candidates for feedback."""
-
-    digest: str
-    task: str
-    seed: int
-    stage: str
-    score: float
-    task_key: str = ""
-    metric: str = "acc_0.01"
-    split: str = "test_id"
-    equation: str | None = None
-    expression: str | None = None
-    complexity: int | None = None
-    metrics: dict[str, dict[str, float]] = field(default_factory=dict)
-    top: list[dict[str, Any]] = field(default_factory=list)
-    llm_calls: int = 0
-    tokens: int = 0  # prompt + completion tokens of the solve's LLM calls (answers from the response cache count)
-    solver_runs: int = 0
-    seconds: float = 0.0
-    status: str = "ok"
-    errors: list[str] = field(default_factory=list)
-    run_dir: str | None = None
-    label: str = ""
-    cached: bool = False
-
-    @property
-    def nmse(self) -> float:
-        value = self.metrics.get(self.split.split("+")[0], {}).get("nmse")
-        return float(value) if value is not None and math.isfinite(value) else math.inf
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out.pop("cached")
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], cached: bool = True) -> "EvalRecord":
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known and k != "cached"}, cached=cached)
 
 
 @dataclass
@@ -131,64 +100,18 @@ def summarize(digest: str, records: list[EvalRecord]) -> EvalSummary:
     )
 
 
-def task_key(task: Any) -> str:
-    """Cache identity of a task: its name plus a fingerprint of its data (a regenerated task with other
-    constants under the same name must not hit the old rows)."""
-    cached = getattr(task, "_optimize_key", None)
-    if cached:
-        return cached
-    h = hashlib.sha256(task.name.encode("utf-8"))
-    for split in task.splits().values():
-        h.update(np.ascontiguousarray(split.X).tobytes())
-        h.update(np.ascontiguousarray(split.y).tobytes())
-    key = f"{task.name}#{h.hexdigest()[:10]}"
-    try:
-        object.__setattr__(task, "_optimize_key", key)
-    except (AttributeError, TypeError):
-        pass
-    return key
-
-
 def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80] or "task"
-
-
-def _finite_or_none(value: Any) -> float | None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
-SCORE_SPLITS = ("train", "valid", "test_id", "test_ood")
-
-
-def split_score(metrics: dict[str, dict[str, float]], score_split: str, metric: str) -> tuple[float, str]:
-    """(score, splits used): ``metric`` on one split ("test_id") or the mean over several joined by "+"
-    ("test_id+test_ood"; why: once in-domain accuracy saturates, out-of-domain accuracy is where harnesses still
-    differ). Splits a task lacks are left out; with none of them the validation hold-out scores."""
-    parts = [s for s in score_split.split("+") if s in metrics] or ["valid"]
-    values = [_finite_or_none(metrics.get(s, {}).get(metric)) or 0.0 for s in parts]
-    return sum(values) / len(values), "+".join(parts)
-
-
-def _candidate_summary(cand: Any, split: str) -> dict[str, Any]:
-    return {
-        "equation": getattr(cand, "equation", str(cand)),
-        "expression": getattr(cand, "expression", None),
-        "complexity": getattr(cand, "complexity", None),
-        "source": getattr(cand, "source", ""),
-        "valid_nmse": _finite_or_none(cand.metric("valid", "nmse")) if hasattr(cand, "metric") else None,
-        "score_nmse": _finite_or_none(cand.metric(split, "nmse")) if hasattr(cand, "metric") else None,
-    }
 
 
 Runner = Callable[..., Any]
 
 
 class Evaluator:
-    """Runs harnesses (``workflows.harness.run_harness``) on (task, seed) pairs that are not cached yet."""
+    """Runs harnesses (``workflows.harness.run_harness``) on (task, seed) pairs that are not cached yet.
+
+    ``executor``: where the runs happen (default: ``task_workers`` local threads sharing ``llm``). A remote one
+    rebuilds the model on its workers from ``llm_config`` (the ``llm`` config mapping), so it needs that."""
 
     def __init__(
         self,
@@ -205,6 +128,8 @@ class Evaluator:
         keep_run_dirs: bool = True,
         runner: Runner | None = None,
         time_scale: float = 1.0,
+        executor: SolveExecutor | None = None,
+        llm_config: Mapping[str, Any] | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -223,6 +148,9 @@ class Evaluator:
         self._budget_lock = threading.Lock()
         self.trace_path = self.run_dir / "trace.jsonl"
         self.session = {"cache_hits": 0, "new_evaluations": 0, "solver_runs": 0}
+        self.executor: SolveExecutor = executor or LocalExecutor(self.task_workers)
+        self.llm_config = dict(llm_config) if llm_config is not None else None
+        self._solve_numbers = itertools.count()  # spreads a base_url list over remote solves, round-robin
 
     # -- accounting -----------------------------------------------------------------------------------------
     def spent(self) -> dict[str, dict[str, float]]:
@@ -266,32 +194,39 @@ class Evaluator:
         (fewer than ``reserve`` + 1 of the stage's solver executions left)."""
         spec = self.as_run(spec, time_scale)
         pairs = [(task, int(seed)) for task in tasks for seed in seeds]
-
-        def one(pair: tuple[Any, int]) -> EvalRecord:
-            return self.evaluate_one(spec, pair[0], pair[1], stage=stage, label=label, reserve=reserve,
-                                     time_scale=1.0)
-
-        if self.task_workers > 1 and len(pairs) > 1:
-            with ThreadPoolExecutor(max_workers=self.task_workers, thread_name_prefix="eval") as pool:
-                records = list(pool.map(one, pairs))
+        if self.executor.remote:
+            records = self._evaluate_remote(spec, pairs, stage=stage, label=label, reserve=reserve)
         else:
-            records = [one(pair) for pair in pairs]
+            def one(pair: tuple[Any, int]) -> EvalRecord:
+                return self.evaluate_one(spec, pair[0], pair[1], stage=stage, label=label, reserve=reserve,
+                                         time_scale=1.0)
+
+            records = self.executor.map(one, pairs)
         return summarize(spec.identity_digest, records)
 
     def evaluate_one(
         self, spec: Harness, task: Any, seed: int, *, stage: str, label: str = "", reserve: int = 0,
         time_scale: float | None = None,
     ) -> EvalRecord:
+        """One (task, seed) in this process: the cached record, or a new run (budget permitting), stored."""
         spec = self.as_run(spec, time_scale)
-        digest = spec.identity_digest
-        key = task_key(task)
-        data = self.cache.get(digest, key, seed)
-        if data is not None:
-            record = self._rescored(EvalRecord.from_dict(data, cached=True))
-            record.label = label or record.label
-            self.session["cache_hits"] += 1
-            self._trace(record, stage)
+        record = self._cached(spec, task, seed, stage=stage, label=label)
+        if record is not None:
             return record
+        self._check_budget(stage, reserve)
+        return self._store(spec, self._run(spec, task, seed, stage=stage, label=label), stage)
+
+    def _cached(self, spec: Harness, task: Any, seed: int, *, stage: str, label: str) -> EvalRecord | None:
+        data = self.cache.get(spec.identity_digest, task_key(task), seed)
+        if data is None:
+            return None
+        record = self._rescored(EvalRecord.from_dict(data, cached=True))
+        record.label = label or record.label
+        self.session["cache_hits"] += 1
+        self._trace(record, stage)
+        return record
+
+    def _check_budget(self, stage: str, reserve: int) -> None:
         with self._budget_lock:
             left = self.budget_left(stage)
             if left is not None and left <= reserve:
@@ -299,17 +234,60 @@ class Evaluator:
                     f"stage {stage!r} has spent its {self.stage_limits[stage]} solver executions"
                     + (f" (less the {reserve} reserved)" if reserve else "")
                 )
-        record = self._run(spec, task, seed, stage=stage, label=label)
+
+    def _store(self, spec: Harness, record: EvalRecord, stage: str) -> EvalRecord:
+        """Cache (unless the outcome says nothing about the harness) and trace a new record."""
         stored = record.status not in UNCACHED and self.cache.put(record.to_dict(), spec.to_dict())
         if stored or record.status in UNCACHED:
             self.session["new_evaluations"] += 1
             self.session["solver_runs"] += record.solver_runs
         else:  # another worker stored the same key first: use theirs, so everyone agrees on one result
-            theirs = self.cache.get(digest, key, seed)
+            theirs = self.cache.get(spec.identity_digest, record.task_key or record.task, record.seed)
             if theirs is not None:
                 record = EvalRecord.from_dict(theirs, cached=True)
         self._trace(record, stage)
         return record
+
+    def _evaluate_remote(self, spec: Harness, pairs: list[tuple[Any, int]], *, stage: str, label: str,
+                         reserve: int) -> list[EvalRecord]:
+        """The uncached pairs as :class:`~optimize.remote.RemoteSolve` jobs on the executor. The stage budget is
+        checked as each job is dispatched (as a local thread checks when its run starts); each finished job is
+        absorbed (run folder, response cache, usage), stored and traced here, at once."""
+        if self.llm_config is None:
+            raise ExecutorError(f"executor={self.executor.name} rebuilds the model on its workers from the llm "
+                                "config: build the Evaluator with llm_config=")
+        records: list[EvalRecord | None] = [self._cached(spec, task, seed, stage=stage, label=label)
+                                            for task, seed in pairs]
+        todo = [i for i, record in enumerate(records) if record is None]
+        harness = spec.to_dict()
+
+        def jobs() -> Iterator[RemoteSolve]:
+            for i in todo:
+                self._check_budget(stage, reserve)
+                task, seed = pairs[i]
+                run_dir = self._run_dir(spec, task, seed, stage)
+                yield RemoteSolve(
+                    harness=harness, task=task, seed=seed, llm=dict(self.llm_config or {}),
+                    index=next(self._solve_numbers), stage=stage, label=label, metric=self.metric,
+                    score_split=self.score_split, run_dir=str(run_dir) if run_dir else None, budget=self.run_budget,
+                    branch_workers=self.branch_workers, cache_llm=isinstance(self.llm, CachedLLM),
+                    runner=self._runner,
+                )
+
+        def failed(n: int, job: RemoteSolve, exc: BaseException) -> RemoteOutcome:
+            log.warning("evaluation of %s on %s (seed %d) failed on the executor: %s", spec.identity_digest,
+                        job.task.name, job.seed, exc)
+            record = exception_record(spec, job.task, job.seed, stage, label, exc, 0.0, None, metric=self.metric,
+                                      score_split=self.score_split)
+            return RemoteOutcome(record.to_dict())
+
+        def finished(n: int, outcome: RemoteOutcome) -> None:
+            record = EvalRecord.from_dict(outcome.record, cached=False)
+            absorb(outcome.shipment, run_dir=Path(record.run_dir) if record.run_dir else None, llm=self.llm)
+            records[todo[n]] = self._store(spec, record, stage)
+
+        self.executor.map(run_remote_solve, jobs(), on_result=finished, on_error=failed)
+        return [r for r in records if r is not None]
 
     def _rescored(self, record: EvalRecord) -> EvalRecord:
         """A cached record scored with this evaluator's metric (rows keep every split's metrics, so a run with
@@ -320,10 +298,13 @@ class Evaluator:
         record.metric = self.metric
         return record
 
+    def _run_dir(self, spec: Harness, task: Any, seed: int, stage: str) -> Path | None:
+        if not self.keep_run_dirs:
+            return None
+        return self.run_dir / "runs" / stage / spec.identity_digest / f"{_safe_name(task.name)}_s{seed}"
+
     def _run(self, spec: Harness, task: Any, seed: int, *, stage: str, label: str) -> EvalRecord:
-        run_dir = None
-        if self.keep_run_dirs:
-            run_dir = self.run_dir / "runs" / stage / spec.identity_digest / f"{_safe_name(task.name)}_s{seed}"
+        run_dir = self._run_dir(spec, task, seed, stage)
         started = time.perf_counter()
         try:
             result = run_harness(spec, task, self.llm, seed=seed, budget=self.run_budget, run_dir=run_dir,
@@ -332,63 +313,10 @@ class Evaluator:
             raise
         except Exception as exc:  # noqa: BLE001 - a crashed run scores 0 and is not cached (it may be transient)
             log.warning("evaluation of %s on %s (seed %d) raised: %s", spec.identity_digest, task.name, seed, exc)
-            return EvalRecord(
-                digest=spec.identity_digest, task=task.name, task_key=task_key(task), seed=seed, stage=stage, score=0.0,
-                metric=self.metric, split=self.score_split, seconds=time.perf_counter() - started,
-                status="exception", errors=[f"{type(exc).__name__}: {exc}"[:500]],
-                run_dir=str(run_dir) if run_dir else None, label=label, cached=False,
-            )
-        return self._record(spec, task, seed, stage, label, result, time.perf_counter() - started, run_dir)
-
-    def _record(
-        self, spec: Harness, task: Any, seed: int, stage: str, label: str, result: Any, seconds: float,
-        run_dir: Path | None,
-    ) -> EvalRecord:
-        best = getattr(result, "best", None)
-        split = self.score_split
-        score = 0.0
-        metrics: dict[str, dict[str, float]] = {}
-        if best is not None:
-            metrics = {
-                s: {k: float(v) for k, v in m.items() if isinstance(v, (int, float))}
-                for s, m in best.metrics.items()
-            }
-            # a task without the scored splits is scored on the validation hold-out
-            score, split = split_score(metrics, self.score_split, self.metric)
-        candidates = list(getattr(result, "candidates", None) or [])
-        candidates.sort(key=lambda c: c.sort_key("valid") if hasattr(c, "sort_key") else (math.inf, 0, ""))
-        all_errors = [str(e) for e in (getattr(result, "errors", None) or [])]
-        llm_calls = int(getattr(result, "llm_calls", 0) or 0)
-        status = str(getattr(result, "status", "ok"))
-        if llm_calls and sum("call failed" in e for e in all_errors) >= llm_calls:
-            status = "llm_unavailable"
-        out_dir = getattr(result, "run_dir", None) or run_dir
-        state = getattr(result, "state", None)
-        counts = state.counts() if state is not None and hasattr(state, "counts") else {}
-        return EvalRecord(
-            digest=spec.identity_digest,
-            task=task.name,
-            task_key=task_key(task),
-            seed=seed,
-            stage=stage,
-            score=float(score),
-            metric=self.metric,
-            split=split,
-            equation=getattr(best, "equation", None),
-            expression=getattr(best, "expression", None),
-            complexity=getattr(best, "complexity", None),
-            metrics=metrics,
-            top=[_candidate_summary(c, split.split("+")[0]) for c in candidates[:TOP_K]],
-            llm_calls=llm_calls,
-            tokens=int(counts.get("prompt_tokens", 0) or 0) + int(counts.get("completion_tokens", 0) or 0),
-            solver_runs=int(getattr(result, "solver_runs", 0) or 0),
-            seconds=float(getattr(result, "seconds", None) or seconds),
-            status=status,
-            errors=[e[:300] for e in all_errors[:10]],
-            run_dir=str(out_dir) if out_dir is not None else None,
-            label=label,
-            cached=False,
-        )
+            return exception_record(spec, task, seed, stage, label, exc, time.perf_counter() - started, run_dir,
+                                    metric=self.metric, score_split=self.score_split)
+        return build_record(spec, task, seed, stage, label, result, time.perf_counter() - started, run_dir,
+                            metric=self.metric, score_split=self.score_split)
 
     def _trace(self, record: EvalRecord, stage: str) -> None:
         line = {

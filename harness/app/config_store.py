@@ -1,7 +1,8 @@
 """Config defaults have one source: the pydantic models. Hydra sees them as ``base`` entries of the config
 groups (its ConfigStore), and every YAML file under ``harness/conf`` only says what differs from them.
 
-``llm/base`` = :class:`LLMConfig`, ``backend/base`` = ``name: operon`` + :class:`SRSettings`, and the sections of
+``llm/base`` = :class:`LLMConfig`, ``backend/base`` = ``name: operon`` + :class:`SRSettings`, ``executor/base`` =
+:class:`~harness.app.executor.ExecutorConfig` (where solves run), and the sections of
 the ``solve`` and ``agent`` commands (:class:`AgentConfig`, :class:`Budget`, :class:`FitSettings`). The optimizer
 adds ``optimize/base`` (``OptimizeSettings``) the same way. Registering twice is harmless.
 """
@@ -14,6 +15,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from pydantic import BaseModel
 
+from harness.app.executor import ExecutorConfig
 from harness.engine.context import Budget, FitSettings
 from harness.llm.config import LLMConfig
 from harness.runtime.agent_config import AgentConfig
@@ -32,6 +34,8 @@ def register_bases() -> None:
     # extra: null (not {}) so that a whole dict can be given on the command line: llm.extra={...}
     cs.store(group="llm", name="base", node=defaults_of(LLMConfig, extra=None))
     cs.store(group="backend", name="base", node={"name": "operon", **defaults_of(SRSettings)})
+    # runtime_env: null (not {}) so that a whole dict can be given: executor.runtime_env={working_dir: .}
+    cs.store(group="executor", name="base", node=defaults_of(ExecutorConfig))
     cs.store(name="agent_base", node={"agent": defaults_of(AgentConfig),
                                       "fit": defaults_of(FitSettings), "budget": defaults_of(Budget)})
     cs.store(name="solve_base", node={"budget": defaults_of(Budget)})

@@ -116,6 +116,23 @@ class CachedLLM(LLMClient):
         self.usage.record(responses, time.perf_counter() - start)
         return responses
 
+    def export_rows(self) -> list[tuple[str, str, str, float]]:
+        """Every stored answer as ``(key, model, responses, created)``: how a remote solve hands the answers it
+        got to the driver, which owns the run's cache file (:meth:`import_rows`)."""
+        with self._lock:
+            return [tuple(row) for row in self._conn.execute(
+                "SELECT key, model, responses, created FROM responses ORDER BY created")]
+
+    def import_rows(self, rows: list[tuple[str, str, str, float]]) -> int:
+        """Store answers exported by another cache (an earlier answer under the same key is kept); returns how
+        many were new."""
+        if not rows:
+            return 0
+        with self._lock, self._conn:
+            before = self._conn.total_changes
+            self._conn.executemany("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?)", [tuple(r) for r in rows])
+            return self._conn.total_changes - before
+
     def stats(self) -> dict[str, int]:
         with self._lock:
             stored = self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]

@@ -35,7 +35,7 @@ tests plug their scripted double in this way). ``api_key_env`` names the environ
 
     provider: str = "local"
     model: str | None = None
-    base_url: str | None = None
+    base_url: str | list[str] | None = None  # several: endpoints serving the same model (see for_solve)
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = 0.7
     max_tokens: int = 512
@@ -53,6 +53,26 @@ tests plug their scripted double in this way). ``api_key_env`` names the environ
     def _no_extra_is_empty(cls, value: Any) -> Any:
         """``extra: null`` in a config file (so a whole dict can be given on the command line) means none."""
         return {} if value is None else value
+
+    @field_validator("base_url", mode="before")
+    @classmethod
+    def _one_or_several_endpoints(cls, value: Any) -> Any:
+        """A list of URLs (Hydra: ``llm.base_url=[http://a:8000/v1,http://b:8000/v1]``); one URL stays a string."""
+        if isinstance(value, (list, tuple)):
+            urls = [str(u).strip() for u in value if u is not None and str(u).strip()]
+            return None if not urls else urls[0] if len(urls) == 1 else urls
+        return value
+
+    def endpoints(self) -> list[str | None]:
+        """The endpoint URLs (``[None]``: the provider's default)."""
+        return list(self.base_url) if isinstance(self.base_url, list) else [self.base_url]
+
+    def for_solve(self, index: int) -> "LLMConfig":
+        """This config with the ``index``-th solve's endpoint, round-robin over ``base_url``. Why per solve and
+        not per call: a solve's calls share long prompt prefixes (the task frame), which a server's prefix cache
+        serves only when they reach the same server."""
+        urls = self.endpoints()
+        return self.model_copy(update={"base_url": urls[index % len(urls)]}) if len(urls) > 1 else self
 
     @field_validator("provider")
     @classmethod

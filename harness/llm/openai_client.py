@@ -17,6 +17,7 @@ every provider fails the same way.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -67,9 +68,12 @@ class OpenAIClient(LLMClient):
         self.model = config.model or "default"
         self.base_url = config.base_url
         api_key = os.environ.get(config.api_key_env or "OPENAI_API_KEY") or DUMMY_API_KEY
-        self._client = openai.OpenAI(
-            api_key=api_key, base_url=config.base_url, max_retries=0, timeout=config.timeout_s
-        )
+        # Several endpoints (``base_url`` a list) serving the same model: a shared client (one process, local
+        # executor) spreads its calls over them in turn, and a retry goes to the next one. The executors pin one
+        # endpoint per solve instead (``LLMConfig.for_solve``).
+        self._clients = [openai.OpenAI(api_key=api_key, base_url=url, max_retries=0, timeout=config.timeout_s)
+                         for url in config.endpoints()]
+        self._turn = itertools.count()
         self.policy = RetryPolicy(max_retries=config.max_retries, backoff_s=config.backoff_s)
         # What the server turned out to support; None = not known yet. Presets may come from config.extra.
         self.structured_mode: str | None = config.extra.get("structured_mode")
@@ -82,10 +86,17 @@ class OpenAIClient(LLMClient):
 
     @property
     def description(self) -> str:
-        return f"openai-compatible server {self.base_url or 'api.openai.com'} (model {self.model!r})"
+        where = ", ".join(self.base_url) if isinstance(self.base_url, list) else self.base_url or "api.openai.com"
+        return f"openai-compatible server {where} (model {self.model!r})"
 
     def close(self) -> None:
-        self._client.close()
+        for client in self._clients:
+            client.close()
+
+    @property
+    def _client(self) -> Any:
+        """The SDK client for the next request (round-robin when there are several endpoints)."""
+        return self._clients[next(self._turn) % len(self._clients)] if len(self._clients) > 1 else self._clients[0]
 
     # -- errors ---------------------------------------------------------------------------------------------------
     def _classify(self, exc: BaseException, *, probing: bool = False) -> tuple[str, str, int | None]:
