@@ -1,6 +1,6 @@
 """What does a solve cost on Ray beyond the solve itself? The same small benchmark, ``executor=local`` vs ``ray``.
 
-    python scripts/bench_executor.py [--suite lsr_like] [--tasks 4] [--time-budget 5] [--nodes 2] [--llm scripted]
+    python scripts/bench_executor.py [--suite lsr_like] [--tasks 4] [--time-budget 5] [--nodes 2] [--llm tiny]
                                      [--address HOST:PORT] [--out runs/bench_executor]
 
 Arms, each in a fresh output folder (nothing cached): ``local`` (one solve at a time in this process: what
@@ -11,8 +11,9 @@ workers again). Prints wall seconds, the summed in-solve seconds (each record's 
 and the overhead per solve = (wall x slots - summed solve seconds) / solves: slot time not spent inside a solve
 (dispatch, pickling, shipping folders back, idle slots in the last wave).
 
-The model is the scripted test double (``tests/doubles.py``, instant valid answers) by default, so the figures are
-the executor's and the SR engine's, not an LLM's; ``--llm tiny|local`` uses an embedded model instead.
+The model is the embedded SmolLM2-135M (``--llm tiny``, seconds per call) by default, so the figures are mostly
+the executor's and the SR engine's; ``--llm local`` uses the shipped 1.5B model, and ``--llm scripted`` the
+tests' scripted double (``tests/doubles.py``: instant valid answers, no model time at all).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-budget", type=float, default=5.0, help="seconds per SR run")
     parser.add_argument("--nodes", type=int, default=2, help="nodes of the private cluster (one CPU each)")
     parser.add_argument("--address", default=None, help="a running Ray cluster instead of a private one")
-    parser.add_argument("--llm", choices=sorted(LLMS), default="scripted")
+    parser.add_argument("--llm", choices=sorted(LLMS), default="tiny")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_executor"))
     args = parser.parse_args(argv)
 

@@ -33,9 +33,10 @@ from tests.doubles import SCRIPTED, resolve_callable, scripted_role_output
 from tests.test_llm_clients import FakeServer, completion
 
 REPO = Path(__file__).resolve().parent.parent
-# Short, generation-capped SR runs: Operon stops after 3 generations long before its 1 s, so a seeded run is
+# Short, generation-capped SR runs: Operon stops after 3 generations long before its 5 s (also on a loaded
+# machine, where a 1 s limit could cut a run short), so a seeded run is
 # deterministic and local and Ray results can be compared equation for equation.
-TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15, "unguided_run": False,
+TINY = {"time_budget": 5, "population_size": 20, "generations": 3, "max_length": 15, "unguided_run": False,
         "operators": ["add", "sub", "mul", "div"], "combine_terms": False}
 MB = 2**20
 

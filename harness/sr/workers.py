@@ -34,7 +34,8 @@ from harness.engine.context import AgentContext
 __all__ = ["EngineFailure", "run_in_worker", "shutdown_workers", "PROCESS_ENGINES", "GRACE_SECONDS"]
 
 PROCESS_ENGINES = {"operon": "harness.sr.operon_backend:run_operon"}
-GRACE_SECONDS = 15.0  # past the engine's own time: start-up, refit of the front, pickling
+GRACE_SECONDS = 15.0  # past the engine's own time: refit of the front, pickling
+STARTUP_SECONDS = 120.0  # a new worker's imports; not counted in a run's deadline (a loaded machine is slow here)
 POLL_SECONDS = 0.1
 MAX_CACHED_TASKS = 4
 
@@ -101,6 +102,12 @@ def serve() -> None:
     out = os.fdopen(os.dup(1), "wb")  # the protocol's channel; plain prints go to stderr instead
     os.dup2(2, 1)
     inp = os.fdopen(os.dup(0), "rb")
+    for spec in PROCESS_ENGINES.values():  # the heavy imports, before the parent starts a run's clock
+        try:
+            importlib.import_module(spec.split(":")[0])
+        except Exception:  # noqa: BLE001 - reported by the run that needs the engine
+            pass
+    _send(out, ("ready",))
     tasks: dict[str, Any] = {}
     while True:
         try:
@@ -143,6 +150,23 @@ class _Worker:
                                         stdout=subprocess.PIPE, stderr=None, env=env, bufsize=0)
         self.tasks: list[str] = []
         self.populations: list[str] = []  # population keys this worker's engine keeps (newest last)
+        self.started_up = False
+
+    def wait_started(self, timeout: float, cancelled: Any) -> None:
+        """Wait for the worker's "ready" (its imports done), so a run's deadline counts the run only."""
+        end = time.monotonic() + timeout
+        while not self.started_up:
+            if self.ready(POLL_SECONDS):
+                message = self.recv()
+                if message != ("ready",):
+                    raise EngineFailure(f"the engine's process said {message!r} instead of starting")
+                self.started_up = True
+            elif not self.alive():
+                raise EngineFailure(_death_reason(self))
+            elif cancelled():
+                raise EngineFailure("cancelled: the engine's process was stopped")
+            elif time.monotonic() > end:
+                raise EngineFailure(f"the engine's process did not start within {timeout:g}s")
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -247,8 +271,9 @@ def run_in_worker(engine: str, plan: Any, context: AgentContext, *, max_seconds:
     worker = _POOL.take(key, population)
     job = _Job(engine=engine, plan=plan, task_key=key, seed=context.seed, fit=context.fit,
                max_seconds=float(max_seconds), extras=_plain_extras(context.extras))
-    deadline = time.monotonic() + float(max_seconds) + grace
     try:
+        worker.wait_started(STARTUP_SECONDS, context.cancelled)
+        deadline = time.monotonic() + float(max_seconds) + grace
         worker.ensure_task(key, context.task)
         worker.send(("run", job))
         while True:
