@@ -183,8 +183,6 @@ def gate(ctx: OptimizeContext, seed: Harness, candidate: Harness) -> dict[str, A
 def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
     """Evaluate stage harnesses, gate the pick against the seed, save ``harness.json`` (FrozenHarness) and
     return the freeze result."""
-    from harness.app.artifact import FrozenHarness
-
     specs = stage_specs(ctx)
     rows = evaluate_stages(ctx, specs)
     picked = pick_final(specs, rows)

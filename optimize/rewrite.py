@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 log = logging.getLogger(__name__)
 
@@ -64,16 +64,17 @@ def rewrite_format(max_chars: int) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": "instruction_rewrite", "schema": schema}}
 
 
-@dataclass
-class RewriteSettings:
-    """Bounds on rewrite calls and texts."""
+class RewriteSettings(BaseModel):
+    """Bounds on rewrite calls and texts (the optimizer's ``rewrite`` config section)."""
 
-    attempts: int = 2
+    model_config = ConfigDict(extra="forbid")
+
+    attempts: int = Field(2, ge=1)
     temperature: float | None = None
     max_tokens: int | None = None
-    min_chars: int = 60
-    max_chars: int = 2500
-    feedback_chars: int = 2500
+    min_chars: int = Field(60, ge=1)
+    max_chars: int = Field(2500, ge=100)
+    feedback_chars: int = Field(2500, ge=200)
 
 
 @dataclass

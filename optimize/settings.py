@@ -30,18 +30,6 @@ class TaskSettings(_Model):
     n_validation: int = Field(0, ge=0)
 
 
-class RewriteConfig(_Model):
-    attempts: int = Field(2, ge=1)
-    temperature: float | None = None
-    max_tokens: int | None = None
-    min_chars: int = Field(60, ge=1)
-    max_chars: int = Field(2500, ge=100)
-    feedback_chars: int = Field(2500, ge=200)
-
-    def settings(self) -> RewriteSettings:
-        return RewriteSettings(**self.model_dump())
-
-
 class Stage1Settings(_Model):
     """Candidates per role group = seed + (n_candidates - 1) rewrites, each scored on ``minibatch`` tasks."""
 
@@ -142,7 +130,7 @@ class OptimizeSettings(_Model):
     reflection_llm: dict[str, Any] | None = None
     run_budget: dict[str, Any] = Field(default_factory=dict)
     tasks: TaskSettings = Field(default_factory=TaskSettings)
-    rewrite: RewriteConfig = Field(default_factory=RewriteConfig)
+    rewrite: RewriteSettings = Field(default_factory=RewriteSettings)
     stage1: Stage1Settings = Field(default_factory=Stage1Settings)
     stage2: Stage2Settings = Field(default_factory=Stage2Settings)
     stage3: Stage3Settings = Field(default_factory=Stage3Settings)

@@ -25,7 +25,9 @@ STAGE = "init"
 
 
 @dataclass
-class Candidate:
+class PromptCandidate:
+    """One set of role instructions tried in stage 1 (not an equation: that is ``harness.engine.Candidate``)."""
+
     prompts: dict[str, str]
     origin: str
     summary: EvalSummary | None = None
@@ -52,7 +54,7 @@ def group_name(roles: list[str]) -> str:
     return "+".join(roles)
 
 
-def _ranked(cands: list[Candidate]) -> list[Candidate]:
+def _ranked(cands: list[PromptCandidate]) -> list[PromptCandidate]:
     return [c for _, c in sorted(enumerate(cands), key=lambda p: p[1].rank_key(p[0])) if c.summary is not None]
 
 
@@ -64,7 +66,7 @@ def optimise_group(ctx: OptimizeContext, roles: list[str], prompts: dict[str, st
     base = ctx.base.with_workflow(workflow).with_prompts(**prompts)
     batch = minibatch(ctx.tasks.train, s.minibatch, ctx.seed, STAGE, name)
     journal = ctx.folder.journal(STAGE)
-    cands = [Candidate({r: prompts[r] for r in roles}, "seed")]
+    cands = [PromptCandidate({r: prompts[r] for r in roles}, "seed")]
     exhausted = False
     try:
         cands[0].summary = ctx.evaluator.evaluate(base, batch, ctx.seeds, stage=STAGE, label=f"{name} seed")
@@ -82,7 +84,7 @@ def optimise_group(ctx: OptimizeContext, roles: list[str], prompts: dict[str, st
                     f"{name}/{k}/{role}",
                     lambda role=role, avoid=avoid: propose_rewrite(
                         ctx.rewriter, role, parent.prompts[role], feedback, mode="engineer",
-                        settings=ctx.settings.rewrite.settings(), seed=ctx.seed + 101 * k, avoid=avoid,
+                        settings=ctx.settings.rewrite, seed=ctx.seed + 101 * k, avoid=avoid,
                     ).to_dict(),
                 )
                 info[role] = {key: rw.get(key) for key in ("rationale", "reason", "attempts")}
@@ -91,7 +93,7 @@ def optimise_group(ctx: OptimizeContext, roles: list[str], prompts: dict[str, st
             if len(new) < len(roles):  # a role got no usable rewrite: nothing to evaluate
                 log.info("stage 1 %s: proposal %d rejected (%s)", name, k, info)
                 continue
-            cand = Candidate(new, f"rewrite {k} of {parent.origin}", rewrite=info)
+            cand = PromptCandidate(new, f"rewrite {k} of {parent.origin}", rewrite=info)
             cands.append(cand)
             cand.summary = ctx.evaluator.evaluate(base.with_prompts(**new), batch, ctx.seeds, stage=STAGE,
                                                   label=f"{name} rewrite {k}")

@@ -251,7 +251,7 @@ def adapt(ctx: OptimizeContext, spec: Harness, batch: list[Any]) -> tuple[Harnes
                 f"adapt/{spec.identity_digest}/{step}/{role}",
                 lambda role=role, feedback=feedback: propose_rewrite(
                     ctx.rewriter, role, spec.prompts[role], feedback, mode="engineer",
-                    settings=ctx.settings.rewrite.settings(), seed=ctx.seed + 7 * step, context=context,
+                    settings=ctx.settings.rewrite, seed=ctx.seed + 7 * step, context=context,
                 ).to_dict(),
             )
             row: dict[str, Any] = {"step": step, "role": role, "reason": rw.get("reason"), "kept": False}

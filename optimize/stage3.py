@@ -110,7 +110,7 @@ def refine_step(ctx: OptimizeContext, step: int, members: list[Member], parent_i
     rw = ctx.folder.journal(STAGE).get_or_make(
         f"{step}/{parent.spec.identity_digest}/{role}",
         lambda: propose_rewrite(ctx.rewriter, role, parent.spec.prompts[role], feedback, mode="reflect",
-                                settings=ctx.settings.rewrite.settings(), seed=ctx.seed + 13 * step,
+                                settings=ctx.settings.rewrite, seed=ctx.seed + 13 * step,
                                 context=context).to_dict(),
     )
     row: dict[str, Any] = {"step": step, "parent": parent_index, "role": role, "minibatch": [t.name for t in batch],

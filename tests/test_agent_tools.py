@@ -16,6 +16,8 @@ from harness.engine.context import AgentContext, BudgetTracker, FitSettings
 from harness.engine.task import Task
 from harness.runtime.agent import AgentConfig, SRAgent
 from harness.runtime.state import NODES_FILE
+from harness.sr.plan import PlanLimits
+from harness.sr.settings import SearchSettings
 from tests.doubles import ScriptedLLM
 
 ARGUMENTS = {
@@ -78,7 +80,7 @@ def test_agent_with_the_embedded_model(task, tmp_path):
     llm = make_llm(LLMConfig(provider="local", model="smollm2-135m-instruct", max_tokens=200, temperature=0.2,
                              timeout_s=240))
     context = AgentContext(task=task, fit=FitSettings(n_starts=2, max_seconds=1.0), budget=BudgetTracker(), llm=llm)
-    context.extras["plan_limits"] = {"time_budget": 2.0, "population_size": 50, "generations": 20}
+    context.search = SearchSettings(limits=PlanLimits(max_time=2.0, max_population=50, max_generations=20))
     config = AgentConfig(L=1, tools=["evaluate_expression", "run_sr_search"], parser="native", max_tokens=200)
     result = SRAgent(llm, context, config, run_dir=tmp_path / "run").run()
     nodes = [json.loads(x) for x in (tmp_path / "run" / NODES_FILE).read_text().splitlines()]

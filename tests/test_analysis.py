@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from harness.engine import analysis, residuals
+from harness.engine import analysis, residuals, shape_analysis
 from harness.engine.context import AgentContext
 from harness.engine.task import Split, Task
 from harness.tools.analysis_tools import ANALYSIS_TOOLS, TEXT_LIMIT
@@ -67,7 +67,7 @@ def test_monotonicity_and_curvature():
     rng = np.random.default_rng(3)
     X = rng.uniform(0.1, 3, (400, 3))
     y = np.exp(X[:, 0]) - 2 * X[:, 1] + 3 * (X[:, 2] - 1.5) ** 2
-    per = analysis.monotonicity(X, y, ["up", "down", "bowl"])["per_variable"]
+    per = shape_analysis.monotonicity(X, y, ["up", "down", "bowl"])["per_variable"]
     assert per["up"]["trend"] == "increasing" and per["up"]["curvature"] == "convex"
     assert per["up"]["frac_increasing"] >= 0.9
     assert "decreasing" in per["down"]["trend"] and per["down"]["spearman"] < -0.2
@@ -76,7 +76,7 @@ def test_monotonicity_and_curvature():
 
 def test_monotone_single_input_detected():
     x = np.linspace(1, 10, 200)
-    out = analysis.monotonicity(x[:, None], -np.log(x), ["x"])
+    out = shape_analysis.monotonicity(x[:, None], -np.log(x), ["x"])
     per = out["per_variable"]["x"]
     assert per["trend"] == "decreasing" and per["frac_increasing"] == 0.0 and per["spearman"] == -1.0
     assert per["curvature"] == "convex" and "decreasing in x" in out["summary"]
@@ -87,7 +87,7 @@ def test_periodicity_finds_sine_frequency():
     t = rng.uniform(0, 40, 600)
     x = rng.uniform(-1, 1, 600)
     y = 2 * np.sin(2 * np.pi * 0.25 * t) + 0.1 * x
-    out = analysis.periodicity(np.column_stack([x, t]), y, ["x", "t"])
+    out = shape_analysis.periodicity(np.column_stack([x, t]), y, ["x", "t"])
     top = out["dominant"][0]
     assert out["time_variable"] == "t" and out["periodic"]
     assert top["frequency"] == pytest.approx(0.25, abs=0.01)
@@ -97,16 +97,16 @@ def test_periodicity_finds_sine_frequency():
 
 def test_periodicity_without_time_variable():
     X = np.random.default_rng(5).uniform(size=(50, 1))
-    out = analysis.periodicity(X, X[:, 0], ["x"])
+    out = shape_analysis.periodicity(X, X[:, 0], ["x"])
     assert out["time_variable"] is None and "no time variable" in out["summary"].lower()
-    assert analysis.periodicity(X, X[:, 0], ["x"], variable="x")["time_variable"] == "x"
+    assert shape_analysis.periodicity(X, X[:, 0], ["x"], variable="x")["time_variable"] == "x"
 
 
 def test_power_law_slope():
     rng = np.random.default_rng(6)
     x = rng.uniform(0.5, 5, 200)
     z = rng.uniform(1, 2, 200)
-    out = analysis.power_law(np.column_stack([x, z]), 3 * x**2.5, ["x", "z"])
+    out = shape_analysis.power_law(np.column_stack([x, z]), 3 * x**2.5, ["x", "z"])
     fit = out["per_variable"]["x"]
     assert fit["slope"] == pytest.approx(2.5, abs=1e-3)
     assert fit["prefactor"] == pytest.approx(3.0, rel=1e-3) and fit["r2"] > 0.999

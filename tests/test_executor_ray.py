@@ -86,7 +86,7 @@ def loaded_model(index: int) -> tuple[int, int, int | None, int]:
     """On a worker: two solves' sessions for the embedded tiny model -> (pid, id of the loaded model, the threads
     it generates with, models loaded in this process)."""
     from harness.app.remote import WorkerSession, worker_llm_config
-    from harness.llm import local_client
+    from harness.llm import llama_runtime
 
     models, threads = [], None
     for _ in range(2):
@@ -95,7 +95,7 @@ def loaded_model(index: int) -> tuple[int, int, int | None, int]:
             models.append(session.client._model()[0])  # held, so a second load could not reuse the first's id
             threads = session.client.threads_now()
     assert models[0] is models[1]
-    return os.getpid(), id(models[0]), threads, len(local_client._CACHE)
+    return os.getpid(), id(models[0]), threads, len(llama_runtime._CACHE)
 
 
 def by_task(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -611,7 +611,7 @@ def test_local_model_structured_json_and_tool_call(local_llm) -> None:
 def test_local_model_keeps_recent_states_and_reuses_a_shared_prefix(local_llm) -> None:
     """The RAM prompt cache: after an unrelated call evicted the KV slot, a prompt sharing a long prefix with an
     earlier call is answered exactly as without the cache (same seed, greedy) and the state is restored."""
-    import harness.llm.local_client as local_client
+    import harness.llm.llama_runtime as llama_runtime
 
     card = "Task card. " + " ".join(f"x{i}={i * 0.37:.2f}" for i in range(50))
     first = [{"role": "system", "content": card}, {"role": "user", "content": "Name one input."}]
@@ -619,7 +619,7 @@ def test_local_model_keeps_recent_states_and_reuses_a_shared_prefix(local_llm) -
     other = [{"role": "user", "content": "Say hi."}]
     [a] = local_llm.complete(first, temperature=0.0, max_tokens=8, seed=3)
     llama, _ = local_llm._model()
-    assert llama.cache is not None and local_client.PROMPT_CACHE_BYTES > 0
+    assert llama.cache is not None and llama_runtime.PROMPT_CACHE_BYTES > 0
     local_llm.complete(other, temperature=0.0, max_tokens=4, seed=3)
     stored = len(llama.cache.cache_state)
     [b] = local_llm.complete(again, temperature=0.0, max_tokens=8, seed=3)
@@ -632,12 +632,12 @@ def test_local_model_keeps_recent_states_and_reuses_a_shared_prefix(local_llm) -
 
 def test_a_running_call_follows_the_engine_count(monkeypatch) -> None:
     """An SR run that ends during a call hands its core back to the model within the follower's period."""
-    import harness.llm.local_client as local_client
+    import harness.llm.llama_runtime as llama_runtime
 
     seen: list[int] = []
-    monkeypatch.setattr(local_client, "_set_threads", lambda llama, n: seen.append(n))
+    monkeypatch.setattr(llama_runtime, "_set_threads", lambda llama, n: seen.append(n))
     counts = iter([1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2])
-    follower = local_client._ThreadFollower(object(), lambda: next(counts, 2))
+    follower = llama_runtime.ThreadFollower(object(), lambda: next(counts, 2))
     follower.PERIOD_S = 0.01
     follower.start()
     time.sleep(0.2)

@@ -416,7 +416,7 @@ def test_freeze_keeps_the_seed_when_the_trained_harness_does_not_win(tmp_path):
     original = runner.__call__
 
     def spy(task, params, prompts, llm, **kw):
-        seen_seconds.append(kw["sr_settings"]["time_budget"])
+        seen_seconds.append(kw["sr_settings"].time_budget)
         return original(task, params, prompts, llm, **kw)
 
     ctx.evaluator._runner = spy

@@ -13,12 +13,11 @@ from harness.llm.protocols import (
     JSONToolParser,
     NativeToolParser,
     TaggedTextParser,
-    add_system_text,
     make_parser,
-    messages_as_text,
     normalize_tools,
     tool_call_schema,
 )
+from harness.llm.text_rendering import add_system_text, messages_as_text
 from harness.tools.base import BaseTool, ToolCallResult
 
 FIT_TOOL = {

@@ -18,6 +18,7 @@ from harness.engine.task import Task
 from harness.sr.backends import backend_names, run_search
 from harness.sr.hybrid import run_hybrid
 from harness.sr.plan import SearchPlan
+from harness.sr.settings import SearchSettings
 from harness.tools.base import TOOLS
 
 QUICK = {"time_budget": 1, "generations": 3, "population_size": 40}
@@ -83,12 +84,12 @@ def test_evaluate_expression_tool():
     assert len(bad.result_str) <= TOOLS.get("evaluate_expression").result_str_limit
 
 
-def test_backend_comes_from_context_extras(monkeypatch):
+def test_backend_comes_from_the_context_search_settings(monkeypatch):
     monkeypatch.setitem(sys.modules, "pysr", None)
-    ctx = AgentContext(make_task(), extras={"backend": "pysr"})
+    ctx = AgentContext(make_task(), search=SearchSettings(backend="pysr"))
     res = tools_for(ctx)["run_sr_search"](call_id="5", **QUICK)
     assert not res.ok and "pip install" in res.result_str
-    ctx = AgentContext(make_task(), extras={"backend": "auto"})
+    ctx = AgentContext(make_task(), search=SearchSettings(backend="auto"))
     res = tools_for(ctx)["run_sr_search"](call_id="6", **QUICK)
     assert res.ok and "fell back to operon" in res.result_str
 

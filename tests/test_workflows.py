@@ -270,27 +270,28 @@ def test_missing_prompt_is_refused(task) -> None:
 def test_a_shrinking_plan_still_searches_the_harness_space() -> None:
     """A plan asking for length 3, arithmetic only, a tiny population and no time gets the harness's floor."""
     from harness.sr.plan import DEFAULT_OPERATORS
-    from harness.sr.plan_validation import validate_plan
+    from harness.sr.settings import SearchSettings
 
     floor = SRSettings(time_budget=7, population_size=300, max_length=25, max_depth=9).floor()
-    plan, changes = validate_plan({"max_length": 3, "max_depth": 2, "operators": ["add", "sub", "mul", "div"],
-                                   "population_size": 20, "time_budget": 1, "seeds": ["c0*A"]},
-                                  ["t", "A"], floor=floor)
+    plan, changes = SearchSettings(floor=floor).admit(
+        {"max_length": 3, "max_depth": 2, "operators": ["add", "sub", "mul", "div"], "population_size": 20,
+         "time_budget": 1, "seeds": ["c0*A"]}, ["t", "A"])
     assert set(DEFAULT_OPERATORS) <= set(plan.operators)
     assert (plan.max_length, plan.max_depth, plan.population_size, plan.time_budget) == (25, 9, 300, 7)
     assert plan.seeds == ["A*c0"]
     assert any(c.startswith("raised max_length") and c.endswith("-> 25 (the harness's floor)") for c in changes)
     assert any("kept the harness's operators" in c for c in changes)
     # extra operators are added, at most max_extra_operators of them
-    plan, _ = validate_plan({"operators": ["tanh", "abs", "pow", "cube"]}, ["t", "A"], floor=floor,
-                            max_extra_operators=2)
+    plan, _ = SearchSettings(floor=floor, max_extra_operators=2).admit({"operators": ["tanh", "abs", "pow", "cube"]},
+                                                                       ["t", "A"])
     assert plan.operators == list(DEFAULT_OPERATORS) + ["tanh", "abs"]
     # but none that slow every generation several times over, unless the harness's own operators have them
-    plan, changes = validate_plan({"operators": ["cosh", "tanh", "sinh", "tan", "atan"]}, ["t", "A"], floor=floor)
+    plan, changes = SearchSettings(floor=floor).admit({"operators": ["cosh", "tanh", "sinh", "tan", "atan"]},
+                                                      ["t", "A"])
     assert plan.operators == list(DEFAULT_OPERATORS) + ["tanh"]
     assert any(c.startswith("did not add cosh, sinh, tan, atan") for c in changes)
     own = SRSettings(time_budget=7, operators=list(DEFAULT_OPERATORS) + ["tan"]).floor()
-    plan, _ = validate_plan({"operators": ["add"]}, ["t", "A"], floor=own)
+    plan, _ = SearchSettings(floor=own).admit({"operators": ["add"]}, ["t", "A"])
     assert "tan" in plan.operators
 
 
@@ -330,7 +331,7 @@ def test_a_harness_can_take_only_the_models_equations(task) -> None:
     assert plan["seeds"] and not plan["features"]
     assert "tanh" not in plan["operators"] and "abs" not in plan["operators"]
     assert any("feature" in c for c in node.info["plan_changes"])
-    assert SRSettings(max_features=2).limits()["max_features"] == 2
+    assert SRSettings(max_features=2).limits().max_features == 2
 
 
 def test_an_unseeded_engine_keeps_the_hypotheses_in_the_pool(task) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from harness.engine import analysis, shape_analysis
 from harness.engine.candidates import Candidate, select_best
 from harness.engine.context import AgentContext
 from harness.runtime.state import SearchRunState
@@ -79,15 +80,13 @@ def describe(cand: Candidate | None) -> str:
 
 def analysis_evidence(ctx: AgentContext, target_name: str) -> str:
     """Deterministic data analyses of the training data, one short summary each."""
-    from harness.engine import analysis
-
     X, y, names = ctx.train.X, ctx.train.y, ctx.variables
     checks = {
         "summary statistics": lambda: analysis.summary_statistics(X, y, names, target_name),
         "correlations": lambda: analysis.correlations(X, y, names),
-        "monotonicity": lambda: analysis.monotonicity(X, y, names),
-        "periodicity": lambda: analysis.periodicity(X, y, names),
-        "power law": lambda: analysis.power_law(X, y, names),
+        "monotonicity": lambda: shape_analysis.monotonicity(X, y, names),
+        "periodicity": lambda: shape_analysis.periodicity(X, y, names),
+        "power law": lambda: shape_analysis.power_law(X, y, names),
     }
     lines = []
     for label, fn in checks.items():

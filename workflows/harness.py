@@ -135,14 +135,16 @@ def shipped_harness(*, llm: Any = None, backend: str | None = None) -> Harness:
 def run_harness(harness: Harness, task: Any, llm: Any, *, seed: int = 0, sr_settings: Mapping[str, Any] | None = None,
                 backend: str | None = None, budget: Any = None, run_dir: str | Path | None = None,
                 max_workers: int | None = None, on_node: Callable[[Any], None] | None = None,
-                warm_start: Sequence[str] = (), runner: Callable[..., Any] | None = None) -> Any:
+                warm_start: Sequence[str] = (), runner: Callable[..., Any] | None = None, control: Any = None) -> Any:
     """Run ``harness`` on ``task`` with the client ``llm``: the workflow's ``WorkflowResult``.
 
     ``sr_settings`` overrides single engine settings for this run only (e.g. the optimizer's shorter training
-    runs); ``runner`` replaces ``workflows.runner.run_workflow`` (tests)."""
+    runs); ``runner`` replaces ``workflows.runner.run_workflow`` (tests); ``control`` is a
+    ``harness.runtime.interaction.RunControl`` (the user's guidance, pause / stop)."""
     if runner is None:
         from workflows.runner import run_workflow as runner
-    settings = {**harness.sr_settings, **dict(sr_settings or {})}
+    settings = SRSettings.coerce({**harness.sr_settings, **dict(sr_settings or {})})  # typed from here to the engine
     return runner(task, harness.workflow, dict(harness.prompts), llm, backend=backend or harness.backend,
                   sr_settings=settings, role_agents=harness.role_agents, budget=budget, seed=seed, run_dir=run_dir,
-                  max_workers=max_workers, on_node=on_node, warm_start=warm_start)
+                  max_workers=max_workers, on_node=on_node, warm_start=warm_start,
+                  **({"control": control} if control is not None else {}))

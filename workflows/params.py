@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Literal, Sequence
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.engine.context import FitSettings
-from harness.engine.vocabulary import DEFAULT_OPERATORS, OPERATORS
 from harness.runtime.role_agent import coerce_role_agents, role_calls
-from harness.sr.plan import SearchPlan
+from harness.sr.settings import EngineSettings
 
 
 class WorkflowParams(BaseModel):
@@ -107,10 +106,9 @@ def expected_solver_runs(params: WorkflowParams, sr_settings: "SRSettings | dict
     return b + b * params.repair_rounds + b * params.discussion_rounds + int(params.use_synthesizer) + unguided
 
 
-class SRSettings(BaseModel):
-    """Engine settings shared by every SR run of a workflow. They are the **floor** of every guided run: a plan
-    adds operators (at most ``max_extra_operators``), hypotheses (seeds) and derived features, and never searches
-    fewer operators, a shorter length, a smaller population or less time than these (``widen_to_floor``).
+class SRSettings(EngineSettings):
+    """A harness's SR settings: the engine settings (``harness.sr.settings.EngineSettings``: the **floor** of every
+    SR run and the limits of every plan) plus how the workflow uses the engine.
 
     ``carry_best_seed`` seeds every repair, discussion and synthesis run with the branch's ``carry_seeds`` best
     equations so far, so refinement starts from what works (a split search keeps what a longer one would). Hypotheses are fitted before the run; those whose validation NMSE is
@@ -134,21 +132,9 @@ class SRSettings(BaseModel):
     docs/decisions.md): a setting not given anywhere is what the default harness solves with.
     """
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    time_budget: float = Field(60.0, gt=0, validation_alias=AliasChoices("time_budget", "max_time", "time"))
-    population_size: int = Field(500, ge=2, validation_alias=AliasChoices("population_size", "population"))
-    generations: int = Field(10_000, ge=1, validation_alias=AliasChoices("generations", "niterations"))
-    max_length: int = Field(30, ge=5, le=60)
-    max_depth: int = Field(10, ge=2, le=16)
-    loss: Literal["mse", "relative"] = "mse"
-    max_seeds: int = Field(8, ge=0, le=20)
     carry_best_seed: bool = True
     carry_seeds: int = Field(3, ge=1, le=20)
     continue_search: bool = False  # later runs of a branch continue its Operon population (seeds injected)
-    operators: list[str] = Field(default_factory=lambda: list(DEFAULT_OPERATORS))
-    max_extra_operators: int = Field(0, ge=0, le=10)
-    max_features: int = Field(0, ge=0, le=10)
     hypothesis_max_nmse: float = Field(1.0, gt=0)
     selection: Literal["accuracy", "parsimony", "extrapolation"] = "accuracy"
     selection_tolerance: float = Field(0.5, ge=0)
@@ -156,23 +142,6 @@ class SRSettings(BaseModel):
     combine_terms: bool = True
     seed_engine: bool = True
     unguided_run: bool = True
-    extras: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("operators", mode="before")
-    @classmethod
-    def _known_operators(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        unknown = [v for v in value or [] if v not in OPERATORS]
-        if unknown:
-            raise ValueError(f"unknown operators {unknown}; known: {', '.join(OPERATORS)}")
-        return value
-
-    def floor(self) -> SearchPlan:
-        """The plan of an unguided run: what every guided run must at least search."""
-        return SearchPlan(operators=list(self.operators), max_length=self.max_length, max_depth=self.max_depth,
-                          time_budget=self.time_budget, generations=self.generations,
-                          population_size=self.population_size, loss=self.loss, extras=dict(self.extras))
 
     @classmethod
     def coerce(cls, value: "SRSettings | dict[str, Any] | None") -> "SRSettings":
@@ -183,17 +152,3 @@ class SRSettings(BaseModel):
     def fit_settings(self) -> FitSettings:
         """How this harness fits and scores candidates: its validation split, and the edge score its selection reads."""
         return FitSettings(valid_split=self.valid_split, edge_check=self.selection == "extrapolation")
-
-    def limits(self) -> dict[str, Any]:
-        """``harness.sr.plan.PlanLimits`` overrides: plans never exceed these settings."""
-        return {
-            "max_length": self.max_length,
-            "max_depth": self.max_depth,
-            "max_time": self.time_budget,
-            "min_time": min(1.0, self.time_budget),
-            "max_population": max(self.population_size, 2),
-            "min_population": min(20, self.population_size),
-            "max_generations": self.generations,
-            "max_seeds": self.max_seeds,
-            "max_features": self.max_features,
-        }

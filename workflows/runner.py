@@ -11,26 +11,24 @@ An SR run that follows a plan already paid for ignores the LLM budget (the plan 
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from harness.engine.candidates import Candidate, select_best
-from harness.engine.combine import CombineSettings, combine_terms
+from harness.engine.candidates import Candidate
 from harness.engine.context import (
     AgentContext,
     Budget,
-    BudgetExhausted,
     BudgetTracker,
     RunStatus,
-    evaluate_candidate,
 )
-from harness.runtime.role_agent import RoleAgent, RoleAgentConfig
+from harness.runtime.interaction import RunControl
+from harness.runtime.nodes import NodeKind
+from harness.runtime.role_agent import RoleAgentConfig
 from harness.runtime.state import SearchRunState
 from harness.sr.tools import RunSRSearchTool
 from workflows.evidence import (
@@ -39,33 +37,24 @@ from workflows.evidence import (
     describe,
     residual_evidence,
     shared_results,
-    short_equation,
     with_term,
 )
 from workflows.params import (
     SRSettings,
     WorkflowParams,
-    engine_seed,
     expected_llm_calls,
     expected_solver_runs,
 )
-from workflows.prompting import build_messages
 from workflows.roles import (
     ROLE_NAMES,
     AnalystOutput,
     DiagnosisOutput,
     PlanOutput,
-    RoleOutput,
-    fallback_output,
-    output_model,
-    response_format,
+    default_prompts,
     role_agent_settings,
-    salvage_truncated,
 )
-
-ENGINE_INFO_KEYS = ("generations", "gp_seconds", "n_seeds", "n_injected", "continued", "front_size")
-ENGINE_RESERVE_MARGIN_S = 1.0  # kept on top of one engine run's time for its refit and bookkeeping
-
+from workflows.role_steps import RoleSteps
+from workflows.sr_steps import SRSteps
 
 
 @dataclass
@@ -98,8 +87,9 @@ def _coerce_budget(budget: Budget | BudgetTracker | dict[str, Any] | None) -> Bu
     return BudgetTracker(budget)
 
 
-class _WorkflowRun:
-    """State and steps of one workflow run (one instance per run; not reusable)."""
+class _WorkflowRun(RoleSteps, SRSteps):
+    """State and steps of one workflow run (one instance per run; not reusable); the role steps are
+    :class:`workflows.role_steps.RoleSteps`', the SR steps :class:`workflows.sr_steps.SRSteps`'."""
 
     def __init__(
         self,
@@ -117,7 +107,10 @@ class _WorkflowRun:
         on_node: Callable[[Any], None] | None,
         warm_start: Sequence[str] = (),
         role_agents: dict[str, RoleAgentConfig] | None = None,
+        control: RunControl | None = None,
     ):
+        self.control = control  # the user's queued guidance and pause / stop, taken before each role call and SR run
+        self.guidance: list[str] = []  # every message delivered so far: each later role call sees them
         missing = [r for r in params.roles_used() if not (prompts.get(r) or "").strip()]
         if missing:
             raise ValueError(f"no prompt for role(s) {missing}; roles are {', '.join(ROLE_NAMES)}")
@@ -139,11 +132,10 @@ class _WorkflowRun:
                                     selection=sr_settings.selection,
                                     selection_tolerance=sr_settings.selection_tolerance)
         # The SR step is a call of the run_sr_search tool, under the harness's floor (a plan only widens it).
-        extras = {"backend": backend, "plan_limits": sr_settings.limits(), "plan_floor": sr_settings.floor(),
-                  "max_extra_operators": sr_settings.max_extra_operators}
-        self.ctx = AgentContext(task=task, seed=seed, workspace=run_dir, budget=budget.scoped(("solver_runs", "seconds")), llm=llm,
-                                state=self.state, fit=sr_settings.fit_settings(),
-                                extras=extras)  # type: ignore[arg-type]
+        self.search = sr_settings.search_settings(backend)
+        self.ctx = AgentContext(task=task, seed=seed, workspace=run_dir, llm=llm, state=self.state,
+                                budget=budget.scoped(("solver_runs", "seconds")), fit=sr_settings.fit_settings(),
+                                search=self.search)
         self.sr_tool = RunSRSearchTool(self.ctx)
         self.sr_gate = threading.Semaphore(max(1, max_workers))
         self._lock = threading.Lock()
@@ -167,7 +159,7 @@ class _WorkflowRun:
     def stopped(self) -> bool:
         return self.stop_reason is not None or self.ctx.cancelled()
 
-    def _record(self, kind: str, **fields: Any) -> int:
+    def _record(self, kind: NodeKind, **fields: Any) -> int:
         node = self.state.add_node(kind, **fields)
         if self.on_node is not None:
             try:
@@ -176,170 +168,26 @@ class _WorkflowRun:
                 pass
         return node.id
 
-    def _reserve_llm_calls(self, n: int = 1) -> bool:
-        """Count ``n`` model responses if nothing is spent yet; otherwise stop scheduling and say no."""
-        with self._lock:
-            if self.ctx.cancelled():
-                self.stop_reason = self.stop_reason or "cancelled"
-                return False
-            reason = self.stop_reason or self.tracker.exhausted()
-            if reason:
-                self.stop_reason = reason
-                return False
-            self.tracker.add_llm(n)
+    def _boundary(self, where: str) -> bool:
+        """A safe boundary (before a role call or an SR run): park while the user paused, keep their messages for
+        the next prompts; False once the user stopped the run."""
+        if self.control is None:
             return True
+        texts = self.control.checkpoint(where)
+        if texts:
+            with self._lock:
+                self.guidance += texts
+        if self.control.stop_requested:
+            self._stop("stopped by the user")
+            return False
+        return True
 
-    def llm_seconds(self) -> float | None:
-        """Seconds a role call may take: what the run has left, less one engine run (so a hung or slow model
-        never costs the engine's answer); ``None`` when the run has no time limit."""
-        left = self.tracker.seconds_left()
-        if left is None:
-            return None
-        return left - (self.settings.time_budget + ENGINE_RESERVE_MARGIN_S)
+    def _record_user(self, kind: Any, **fields: Any) -> Any:
+        """Record a user message or control, hung off the latest node."""
+        last = self.state.nodes[-1].id if self.state.nodes else None
+        return self._record(kind, parent=last, **fields)
 
     # -- steps ----------------------------------------------------------------------------------------------
-    def role_call(
-        self, role: str, branch: Branch | None, *, mode: str = "", parent: int | None = None,
-        fallback: RoleOutput | None = None, **parts: Any,
-    ) -> RoleOutput | None:
-        """One activation of ``role``, run by the runtime's role agent (tool steps, K answers ranked by how their
-        hypotheses fit); ``None`` when the budget stopped the run. Failures use a fallback."""
-        messages = build_messages(role, self.prompts[role], self.task, mode=mode, **parts)
-        call_seed = self.seed * 1000 + (branch.index + 1 if branch else 0) * 100 + (branch.steps if branch else 0)
-        agent = RoleAgent(self.llm, self.ctx, self.state, role, self.role_agents.get(role),
-                          reserve=self._reserve_llm_calls, seconds_left=self.llm_seconds, on_node=self.on_node)
-        answer = agent.answer(messages, output_model(role), response_format(role), seed=call_seed, parent=parent,
-                              branch=branch.label if branch else None, info={"mode": mode},
-                              rank=lambda out: self.rank_output(out, branch), salvage=salvage_truncated)
-        if answer is None:
-            return None
-        out = answer.output
-        if out is None:
-            self._error(answer.error or f"{role}: no output")
-            out = fallback if fallback is not None else fallback_output(role)
-        if branch is not None:
-            branch.last_node = answer.node_id
-            branch.steps += 1
-        return out
-
-    def rank_output(self, out: RoleOutput, branch: Branch | None) -> float:
-        """How good an answer looks by what it proposes, fitted now: the best validation NMSE among its hypotheses
-        (a Diagnoser's missing terms added to the branch's best equation); inf when it proposes nothing that fits."""
-        from harness.engine.expression import ExpressionError
-
-        texts: list[str] = list(getattr(out, "hypotheses", []) or [])
-        held = branch.best() if branch is not None else None
-        if isinstance(out, DiagnosisOutput) and held is not None:
-            texts = [h for h in (with_term(held.expression, t, self.ctx.variables) for t in out.missing_terms) if h]
-        best = math.inf
-        for text in dict.fromkeys(texts):
-            try:
-                err = evaluate_candidate(text, self.ctx, source="ranking", constants_as_params=True).metric("valid")
-            except ExpressionError:
-                continue
-            best = min(best, err) if math.isfinite(err) else best
-        return best
-
-    def screen_hypotheses(self, texts: list[str], source: str = "hypothesis") -> tuple[list[Candidate], list[str]]:
-        """Fit the plan's hypotheses now (the evaluator is fast): good ones seed the engine and join the pool,
-        bad ones are dropped with a note the next role reads."""
-        from harness.engine.expression import ExpressionError
-
-        kept: list[Candidate] = []
-        notes: list[str] = []
-        limit = self.settings.hypothesis_max_nmse
-        for text in dict.fromkeys(texts):
-            try:
-                cand = evaluate_candidate(text, self.ctx, source=source, constants_as_params=True)
-            except ExpressionError as exc:
-                notes.append(f"hypothesis {text[:60]!r} dropped: {str(exc)[:120]}")
-                continue
-            err = cand.metric("valid")
-            if err > limit:
-                if math.isfinite(err):
-                    with self._lock:
-                        self.poor_hypotheses.append(cand)
-                notes.append(f"hypothesis {short_equation(cand.expression, 60)!r} dropped: valid NMSE {err:.3g}"
-                             + (" (worse than predicting the mean)" if err >= 1 else ""))
-                continue
-            kept.append(cand)
-        return kept, notes
-
-    def sr_step(self, branch: Branch, plan: PlanOutput, step: str) -> Candidate | None:
-        """Screen the plan's hypotheses, widen the plan to the harness's floor and run the engine; the branch
-        keeps what it finds."""
-        s = self.settings
-        raw = plan.to_raw_plan()
-        good, notes = self.screen_hypotheses(list(raw.get("seeds", [])))
-        if step == "initial" and self.warm_start:  # warm start: the previous front, refitted, seeds every branch
-            warm, warm_notes = self.screen_hypotheses(self.warm_start, source="warm_start")
-            good, notes = warm + good, warm_notes + notes
-        seeds = [c.expression for c in sorted(good, key=lambda c: c.sort_key())]
-        if s.carry_best_seed and step != "initial":  # refinement starts from what works so far
-            carried = [c.expression for c in sorted(branch.candidates, key=lambda c: c.sort_key())
-                       if math.isfinite(c.metric("valid"))]
-            seeds = list(dict.fromkeys(carried))[: s.carry_seeds] + seeds
-        if not s.seed_engine:  # the engine runs exactly the unguided search; the fitted hypotheses stay in the pool
-            seeds = []
-        raw.update(seeds=list(dict.fromkeys(seeds))[: s.max_seeds],
-                   seed=engine_seed(self.seed, branch.index, branch.steps, s.unguided_run))
-        if s.continue_search:  # the engine keeps this branch's population and the next run goes on from it
-            raw["extras"] = {"population_key": f"{self.run_id}/{branch.index}",
-                             "continue_population": step != "initial"}
-        ran = self._engine_call(f"sr-{branch.index}-{branch.steps}", raw, branch, step, good, notes)
-        if ran is None:
-            return None
-        node_id, found_here, error = ran
-        branch.last_node = node_id
-        branch.steps += 1
-        branch.candidates.extend(found_here)
-        found = select_best(found_here)
-        for note in notes[:3]:
-            branch.history.append(note)
-        if good:
-            branch.history.append("hypotheses kept: " + "; ".join(
-                f"{short_equation(c.equation, 80)} [valid NMSE {c.metric('valid'):.3g}]" for c in good[:3]))
-        if error:
-            branch.history.append(f"SR run ({step}) failed: {error[:200]}")
-        else:
-            branch.history.append(f"SR run ({step}): best {describe(found)}")
-        return found
-
-    def _engine_call(self, call_id: str, raw: dict[str, Any], branch: Branch, step: str, good: list[Candidate],
-                     notes: list[str]) -> tuple[int, list[Candidate], str | None] | None:
-        """One call of the SR tool (at most ``max_workers`` at once), recorded as an ``sr`` node holding the
-        engine's candidates and the fitted hypotheses ``good``; ``None`` when the run must stop."""
-        with self.sr_gate:
-            if self.ctx.cancelled():
-                self._stop("cancelled")
-                return None
-            call = self.sr_tool(call_id=call_id, plan=raw)
-        if not call.ok and (call.error or "").startswith(BudgetExhausted.__name__):
-            self._stop(call.error.split(": ", 1)[-1])
-            return None
-        record = call.result if call.ok else {}
-        error = record.get("error") if call.ok else call.error
-        if error:
-            self._error(f"{branch.label} sr ({step}): {error}")
-        found_here = good + [Candidate.from_record(r) for r in record.get("candidates", [])]
-        summary = {k: v for k, v in record.items() if k not in ("candidates", "front", "best", "info")}
-        node_id = self._record(
-            "sr", parent=branch.last_node, branch=branch.label, candidates=found_here,
-            seconds=call.seconds, error=error,
-            tool_results=[replace(call, result=summary)],
-            info={"step": step, "plan": record.get("plan"), "plan_changes": record.get("plan_changes", [])[:20],
-                  "hypothesis_notes": notes[:10], "warnings": record.get("warnings", [])[:10],
-                  "backend_used": record.get("backend_used"),
-                  "engine": {k: v for k, v in (record.get("info") or {}).items() if k in ENGINE_INFO_KEYS}},
-        )
-        return node_id, found_here, error
-
-    def unguided(self) -> None:
-        """The engine alone, as an unguided run searches (the floor plan, the task's seed, no seeds), beside the
-        roles: its front joins the pool, so guidance can only add to what the engine finds by itself."""
-        plan = self.settings.floor().model_dump(exclude={"seeds", "features", "constraints"})
-        self._engine_call("sr-unguided", {**plan, "seed": self.seed}, Branch(index=-2, label="unguided"),
-                          "unguided", [], [])
 
     # -- phases ---------------------------------------------------------------------------------------------
     def analyst(self) -> None:
@@ -414,27 +262,14 @@ class _WorkflowRun:
         synth.plan = plan
         self.sr_step(synth, plan, "synthesis")
 
-    def combine(self) -> None:
-        """Least-squares combinations of the pool's terms (engine fronts, hypotheses, poor hypotheses) that beat
-        the pool's best validation NMSE by a clear factor join the pool; bounded by the run's time left."""
-        left = self.tracker.seconds_left()
-        if left is not None and left <= 0.5:
-            return
-        settings = CombineSettings()
-        if left is not None:
-            settings = replace(settings, max_seconds=min(settings.max_seconds, left - 0.5))
-        t0 = time.perf_counter()
-        found, info = combine_terms(self.state.candidates, self.ctx, settings, extra_sources=self.poor_hypotheses)
-        parent = max((n.id for n in self.state.nodes if n.kind == "sr"), default=None)
-        self._record("combine", parent=parent, candidates=found, seconds=time.perf_counter() - t0,
-                     info={**info, "terms_from": sorted({o for c in found for o in c.info.get("terms_from", [])})})
-
     def run(self) -> WorkflowResult:
         t0 = time.perf_counter()
         p = self.params
         branches = [Branch(index=i, label=f"branch {i + 1}") for i in range(p.branches)]
         status, crash = RunStatus.COMPLETED, None
         unguided = None
+        if self.control is not None:
+            self.control.bind(self.ctx.cancel_event, self._record_user, self.tracker)
         if self.settings.unguided_run:  # started first, so it holds the engine slot while the roles think
             unguided = threading.Thread(target=self._guarded, args=(self.unguided, "unguided run"),
                                         name="unguided-sr", daemon=True)
@@ -461,10 +296,12 @@ class _WorkflowRun:
             unguided.join()
         if crash:
             status = RunStatus.FAILED
-        elif self.ctx.cancelled():
+        elif self.ctx.cancelled() or (self.control is not None and self.control.stop_requested):
             status = RunStatus.CANCELLED
         elif self.stop_reason:
             status = RunStatus.BUDGET_EXHAUSTED
+        if self.control is not None:
+            self.control.close()
         candidates = self.state.candidates
         best = self.state.best()
         self.state.finish(status, crash or self.stop_reason)
@@ -511,6 +348,7 @@ def run_workflow(
     cancel_event: threading.Event | None = None,
     warm_start: Sequence[str] = (),
     role_agents: dict[str, RoleAgentConfig | dict[str, Any]] | None = None,
+    control: RunControl | None = None,
 ) -> WorkflowResult:
     """Run the workflow ``params`` with role ``prompts`` (None = ours) on ``task``; see the module docstring.
 
@@ -519,20 +357,20 @@ def run_workflow(
     branch's first SR run, as hypotheses are (only the ones that fit join).
     ``role_agents``: per role, the tools it may call before answering and K answers (``RoleAgentConfig``);
     a role not named is one structured call.
+    ``control``: the user's queued guidance (every later role prompt carries it) and pause / resume / stop,
+    taken before each role call and SR run (``harness.runtime.interaction``).
     """
     if isinstance(params, dict):
         params = WorkflowParams.model_validate(params)
     elif not isinstance(params, WorkflowParams):
         params = WorkflowParams.from_tuple(params)
     if prompts is None:
-        from workflows.roles import default_prompts
-
         prompts = default_prompts()
     run = _WorkflowRun(
         task, params, dict(prompts), llm, backend=backend, sr_settings=SRSettings.coerce(sr_settings),
         budget=_coerce_budget(budget), seed=int(seed), run_dir=Path(run_dir) if run_dir is not None else None,
         max_workers=max_workers or default_max_workers(), on_node=on_node, warm_start=warm_start,
-        role_agents=role_agents,
+        role_agents=role_agents, control=control,
     )
     if cancel_event is not None:
         run.ctx.cancel_event = cancel_event

@@ -266,12 +266,14 @@ class FrozenHarness(Harness):
         max_workers: int | None = None,
         on_node: Any = None,
         warm_start: Sequence[str] = (),
+        control: Any = None,
     ) -> Solution:
         """Run this harness's workflow on ``task`` and return the selected equation.
 
         ``llm``: a client (used as is), or an LLMConfig/dict (like ``llm_config``); by default a client is built
         from the harness's LLM settings. ``sr_settings`` overrides single SR settings (e.g. a shorter time).
         ``warm_start``: equations to refit and seed into the first SR runs (a previous front).
+        ``control``: a ``harness.runtime.interaction.RunControl`` to steer the run (guidance, pause, stop).
         """
         from harness.llm.base import LLMClient
         from harness.llm.factory import make_llm
@@ -285,7 +287,7 @@ class FrozenHarness(Harness):
         try:
             result = run_harness(self, task, client, seed=seed, sr_settings=sr_settings, backend=backend,
                                  budget=budget, run_dir=run_dir, max_workers=max_workers, on_node=on_node,
-                                 warm_start=warm_start)
+                                 warm_start=warm_start, control=control)
         finally:
             if owned:
                 client.close()

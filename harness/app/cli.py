@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -24,6 +24,9 @@ from harness.app.cli_support import (
     run_dir_of,
 )
 from harness.app.config_store import register_bases
+
+if TYPE_CHECKING:
+    from harness.sr.settings import SearchSettings
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
@@ -50,8 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         from harness.app.view import main as view
 
         return view(args[1:])
+    if args and args[0] == "serve":  # a long-lived web server, not a Hydra job: plain arguments
+        from harness.app.serve.cli import main as serve
+
+        return serve(args[1:])
     if not args or args[0] in ("-h", "--help") or args[0] not in COMMANDS:
-        known = ", ".join(sorted([*COMMANDS, "view"]))
+        known = ", ".join(sorted([*COMMANDS, "view", "serve"]))
         print(f"usage: python -m harness <command> [key=value ...]\ncommands: {known}", file=sys.stderr)
         return 0 if args and args[0] in ("-h", "--help") else 2
     name, overrides = args[0], args[1:]
@@ -105,25 +112,42 @@ def agent_command(cfg: DictConfig) -> int:
         console.print(f"[red]error:[/] {exc}")
         return 2
     backend_cfg = plain(cfg, "backend") if isinstance(cfg.get("backend"), DictConfig) else {"name": cfg.get("backend")}
-    context.extras["backend"] = backend_cfg.get("name") or "operon"
-    try:
-        from workflows.params import SRSettings
-
-        settings = SRSettings.coerce({k: v for k, v in backend_cfg.items() if k != "name"})
-        context.extras["plan_limits"] = settings.limits()
+    try:  # the free agent's plans are held to the settings' limits, not to a floor (it plans every run itself)
+        context.search = agent_search_settings(backend_cfg)
     except (ValueError, TypeError) as exc:
         console.print(f"[red]error:[/] backend settings: {exc}")
         return 2
     console.print(f"[bold]task[/] {task!r}\n[bold]run folder[/] {run_dir}")
     llm = make_llm(llm_config)
     run_info = {"command": "agent", "cli": OmegaConf.to_container(cfg, resolve=True), "llm": llm.description}
-    agent = SRAgent(llm, context, agent_config, run_dir=run_dir, on_node=_node_printer(console), run_info=run_info)
+    control = None
+    if agent_config.interactive:  # stdin: a line is a message, /pause /resume /stop are controls
+        from harness.runtime.interaction import RunControl, read_terminal
+
+        control = RunControl()
+        read_terminal(control, sys.stdin)
+        console.print("[bold]interactive[/]: type a message (delivered at the next step), /pause, /resume, /stop")
+    agent = SRAgent(llm, context, agent_config, run_dir=run_dir, on_node=_node_printer(console), run_info=run_info,
+                    control=control)
     try:
         result = agent.run()
     finally:
         llm.close()
     _print_result(console, result)
     return 0 if result.status in (RunStatus.COMPLETED, RunStatus.TARGET_REACHED, RunStatus.BUDGET_EXHAUSTED) else 1
+
+
+def agent_search_settings(backend_cfg: dict[str, Any]) -> "SearchSettings":
+    """The ``agent`` command's ``SearchSettings`` from its ``backend`` config (``name`` + SRSettings), built as the
+    workflow runner builds a solve's (``SRSettings.search_settings``); a bad name or value raises ValueError."""
+    from harness.sr.backends import backend_names
+    from workflows.params import SRSettings
+
+    name = str(backend_cfg.get("name") or "operon").strip().lower()
+    if name not in backend_names():
+        raise ValueError(f"unknown SR backend {name!r}; choose one of {', '.join(backend_names())}")
+    settings = SRSettings.coerce({k: v for k, v in backend_cfg.items() if k != "name"})
+    return settings.search_settings(name, floor=False)
 
 
 @command("solve")
@@ -136,6 +160,11 @@ def solve_command(cfg: DictConfig) -> int:
 
 def _node_printer(console: Any) -> Callable[[Any], None]:
     def show(node: Any) -> None:
+        if str(node.kind) in ("user_message", "control"):  # what the user said, as the run recorded it
+            console.print(f"[magenta]{node.kind}[/] {node.response}")
+            return
+        if not node.tool_results and node.response:  # the model spoke (interactive: your turn)
+            console.print(f"[green]model[/] {node.response[:2000]}")
         where = f"r{node.R}c{node.C} L{node.L}" + (f" K{node.K}" if node.K is not None else "")
         tools = ", ".join(f"{t['tool_name']}{'' if t.get('ok') else ' (failed)'}" for t in node.tool_results)
         best = min((c["metrics"].get("valid", {}).get("nmse", float("inf")) for c in node.candidates), default=None)

@@ -1,7 +1,7 @@
 """``executor=ray``: one Ray task per solve, with the per-solve resources of the ``executor`` config.
 
 Why Ray tasks (not actors): solves are independent and stateless from the driver's side; what a worker process
-keeps between solves (the embedded model, ``harness.llm.local_client.load_llama``'s per-process cache; the SR
+keeps between solves (the embedded model, ``harness.llm.llama_runtime.load_llama``'s per-process cache; the SR
 worker children) is process state that Ray's worker reuse gives for free. The driver connects once
 (``ray.init(address=...)``), only if no Ray session is up yet, and shuts down only what it started.
 

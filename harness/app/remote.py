@@ -3,7 +3,7 @@
 Why: with ``executor=ray`` a solve may run on another machine, yet its results, caches and traces must end where
 they end with the local executor - in the driver's run folder, written by the driver. So a worker never writes the
 driver's files: :class:`WorkerSession` rebuilds the LLM client from its config (the embedded model is loaded once
-per worker process by ``harness.llm.local_client.load_llama``'s cache, not once per solve), solves into a private
+per worker process by ``harness.llm.llama_runtime.load_llama``'s cache, not once per solve), solves into a private
 temporary folder and records the model's answers in a private response cache; its :class:`Shipment` carries the
 folder (a tar archive), the answers, the paid usage and who ran it. The driver's :func:`absorb` unpacks the folder
 at the path the local executor would have used, stores the answers in the run's response cache and adds the usage

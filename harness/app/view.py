@@ -188,6 +188,13 @@ def _tree(nodes: list[dict[str, Any]], prompts: dict[str, list[dict[str, Any]]])
             f"{body}</section>")
 
 
+def tree_html(folder: str | Path) -> str:
+    """The search tree of a run folder as an HTML fragment (the live workbench redraws it as nodes arrive)."""
+    folder = Path(folder)
+    prompts = {r.get("digest"): r.get("messages") for r in read_jsonl(folder / MESSAGES_FILE)}
+    return _tree(read_jsonl(folder / NODES_FILE), prompts)
+
+
 def _optimize_sections(folder: Path) -> str:
     freeze = _read_json(folder / "freeze.json") or {}
     rows = freeze.get("rows") or {}

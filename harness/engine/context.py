@@ -13,12 +13,15 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from harness.engine.candidates import Candidate
 from harness.engine.task import Split, Task
+
+if TYPE_CHECKING:  # a type only: the engine never imports the SR layer (pyproject: exclude_type_checking_imports)
+    from harness.sr.settings import SearchSettings
 
 
 class BudgetExhausted(Exception):
@@ -81,6 +84,7 @@ class _Usage:
     tokens: int = 0
     solver_runs: int = 0
     tool_calls: int = 0
+    paused: float = 0.0  # seconds the user held the run (paused, or waiting for a message): not spent
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -111,7 +115,12 @@ class BudgetTracker:
     tool_calls = property(lambda self: self._usage.tool_calls)
 
     def elapsed(self) -> float:
-        return time.monotonic() - self._usage.started
+        return time.monotonic() - self._usage.started - self._usage.paused
+
+    def add_paused(self, seconds: float) -> None:
+        """Time the user held the run at a boundary does not count against ``max_seconds``."""
+        with self._usage.lock:
+            self._usage.paused += max(0.0, float(seconds))
 
     def add_llm(self, calls: int = 1, tokens: int = 0) -> None:
         with self._usage.lock:
@@ -180,7 +189,8 @@ class AgentContext:
     cancel_event: threading.Event = field(default_factory=threading.Event)
     llm: Any = None
     state: Any = None  # the SearchRunState when a run records one
-    extras: dict[str, Any] = field(default_factory=dict)
+    search: SearchSettings | None = None  # what the run's SR tools are held to (None: harness.sr's defaults)
+    extras: dict[str, Any] = field(default_factory=dict)  # per-run caches of tools (e.g. an experience buffer)
     _train: Split | None = field(default=None, init=False, repr=False)
     _valid: Split | None = field(default=None, init=False, repr=False)
     _edge_rows: tuple[Split, Split] | None = field(default=None, init=False, repr=False)

@@ -17,20 +17,19 @@ need grammar-constrained decoding:
 ``Llama`` objects are not thread-safe and expensive to load, so they are cached per process per
 ``(path, n_ctx, n_threads)`` and every use holds that model's lock. Threads: with ``n_threads`` unset the model
 generates on every core while no SR engine runs in this process, and on one core while one does (the engine
-wants the other), followed during a call (``_ThreadFollower``: an SR run that ends mid-call hands its core back). llama.cpp reuses the evaluated prefix of the
+wants the other), followed during a call (``llama_runtime.ThreadFollower``: an SR run that ends mid-call hands its core back). llama.cpp reuses the evaluated prefix of the
 previous prompt (its KV cache), so prompts that share a long prefix cost only their new tokens. Generation streams so a call can stop at its
 deadline (``timeout_s``): the partial text is returned with ``finish_reason="timeout"``.
 """
 
 from __future__ import annotations
 
-import atexit
 import copy
 import json
 import os
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 import jsonschema
 
@@ -45,6 +44,9 @@ from harness.llm.base import (
     seconds_left,
 )
 from harness.llm.config import LLMConfig
+from harness.llm.protocols import JSONToolParser, new_call_id, tool_call_schema
+from harness.llm.text_rendering import add_system_text, messages_as_text
+from harness.llm.llama_runtime import ThreadFollower, load_llama
 from harness.llm.models import embedded_model_path, resolve_model_name
 
 DEFAULT_MAX_STRING = 300
@@ -56,11 +58,6 @@ GRAMMAR_MAX_STRING = 1000
 # CPU with an SR run beside it (one thread) a ~700-token role prompt alone takes over a minute to evaluate, and
 # the generic 60 s would cut the call before its first token.
 LOCAL_TIMEOUT_S = 300.0
-# Prompt tokens per decode: small enough that a thread change reaches a long prompt's evaluation within a few
-# seconds (see _ThreadFollower), large enough to cost nothing measurable (64 vs 512: 20 tok/s both, 2 cores).
-N_BATCH = 64
-# RAM for recent calls' model states (see _attach_prompt_cache); HARNESS_SR_PROMPT_CACHE_MB overrides, 0 = off.
-PROMPT_CACHE_BYTES = int(float(os.environ.get("HARNESS_SR_PROMPT_CACHE_MB", "1024")) * 2**20)
 
 
 def default_model_path(name: str | None = None) -> str:
@@ -110,83 +107,6 @@ def _bound(node: Any, max_string: int, max_items: int) -> Any:
         if isinstance(node.get(key), dict):
             node[key] = _bound(node[key], max_string, max_items)
     return node
-
-
-# -- model cache ------------------------------------------------------------------------------------------------
-
-_CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
-_CACHE_LOCK = threading.Lock()
-
-
-@atexit.register
-def _close_cached_models() -> None:
-    """Free cached models while the interpreter still works (llama.cpp's __del__ fails during shutdown)."""
-    with _CACHE_LOCK:
-        for llama, _ in _CACHE.values():
-            try:
-                llama.close()
-            except Exception:  # noqa: BLE001 - best effort at exit
-                pass
-        _CACHE.clear()
-
-
-def load_llama(path: str, n_ctx: int, n_threads: int) -> tuple[Any, threading.Lock]:
-    """The cached ``(Llama, lock)`` for these settings, loading the model on first use."""
-    key = (os.path.realpath(path), n_ctx, n_threads)
-    with _CACHE_LOCK:
-        if key not in _CACHE:
-            if not os.path.isfile(path):
-                raise LLMError(f"local model: GGUF file not found: {path}")
-            try:
-                from llama_cpp import Llama
-            except ImportError as exc:
-                raise LLMError("provider 'local' needs llama-cpp-python: pip install llama-cpp-python") from exc
-            try:
-                llama = Llama(
-                    model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, n_batch=N_BATCH,
-                    verbose=False,
-                )
-                trained = _trained_context(llama)
-                if trained and n_ctx > trained:  # beyond the trained window output degrades: clamp
-                    llama.close()
-                    llama = Llama(
-                        model_path=path, n_ctx=trained, n_threads=n_threads, n_threads_batch=n_threads,
-                        n_batch=N_BATCH, verbose=False,
-                    )
-            except Exception as exc:  # noqa: BLE001 - llama.cpp raises plain ValueError/RuntimeError
-                raise LLMError(f"local model: could not load {path}: {type(exc).__name__}: {exc}") from exc
-            _attach_prompt_cache(llama)
-            _CACHE[key] = (llama, threading.Lock())
-        return _CACHE[key]
-
-
-def _attach_prompt_cache(llama: Any) -> None:
-    """Keep the model state after each call in RAM (llama-cpp-python's ``LlamaRAMCache``, LRU, about 60 MB a call),
-    so a later prompt that shares a prefix with *any* recent call - not only the last one - skips evaluating it.
-
-    Why: prompt evaluation is most of a role call on a CPU (a 750-token prompt: 37 s of 72 s here), and the
-    optimizer asks the same role about the same task again and again with other instructions or workflows, with
-    other calls in between that evict llama.cpp's single KV slot. Measured: the same card with another role text
-    after an unrelated call, 29 s instead of 44 s. ``PROMPT_CACHE_BYTES`` = 0 turns it off."""
-    if PROMPT_CACHE_BYTES <= 0:
-        return
-    try:
-        from llama_cpp import LlamaRAMCache
-
-        llama.set_cache(LlamaRAMCache(capacity_bytes=PROMPT_CACHE_BYTES))
-    except Exception:  # noqa: BLE001 - older bindings: no prompt cache, same answers
-        pass
-
-
-def _trained_context(llama: Any) -> int | None:
-    """The model's trained context length from the GGUF metadata (``<arch>.context_length``), if present."""
-    for key, value in (getattr(llama, "metadata", None) or {}).items():
-        if key.endswith(".context_length"):
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
 
 
 # -- the client -------------------------------------------------------------------------------------------------
@@ -256,13 +176,6 @@ class LocalLlamaClient(LLMClient):
         stop: list[str] | str | None,
         tool_choice: str | dict[str, Any] | None,
     ) -> list[LLMResponse]:
-        from harness.llm.protocols import (
-            JSONToolParser,
-            add_system_text,
-            messages_as_text,
-            tool_call_schema,
-        )
-
         msgs = _plain_messages(messages_as_text(messages, style="json"))
         schema: dict[str, Any] | None = None
         tool_mode = bool(tools) and tool_choice != "none"
@@ -319,7 +232,7 @@ class LocalLlamaClient(LLMClient):
         start = time.perf_counter()
         if not lock.acquire(timeout=timeout):
             raise LLMError(f"{self.description}: model busy for more than {timeout:g}s (another call holds it)")
-        follower = _ThreadFollower(llama, self.threads_now)
+        follower = ThreadFollower(llama, self.threads_now)
         try:
             follower.start()
             deadline = time.perf_counter() + seconds_left(self.timeout_s)  # after any wait for the lock
@@ -381,50 +294,6 @@ def _add_schema_hint(messages: list[Message], schema: dict[str, Any]) -> list[Me
     return out + [{"role": "user", "content": hint}]
 
 
-class _ThreadFollower:
-    """Keeps a running call's thread count at ``threads_now()`` while it runs: an SR run that ends mid-call gives
-    its core back to the model (and one that starts takes it), instead of the call keeping the count it began with.
-
-    Why: a role call begins beside the engine's unguided run, so it started on one thread and kept it to the end,
-    even when that run lasted 3 s of a 90 s call (the optimizer's training runs): 128 s against 72 s on two
-    threads for a planner call here. llama.cpp reads the count at every decode, and the model is loaded with a
-    small ``n_batch`` (:data:`N_BATCH`) so a long prompt is evaluated in several decodes that each see it."""
-
-    PERIOD_S = 0.25
-
-    def __init__(self, llama: Any, threads_now: Callable[[], int]) -> None:
-        self.llama, self.threads_now = llama, threads_now
-        self._done = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        _set_threads(self.llama, self.threads_now())
-        self._thread = threading.Thread(target=self._follow, name="llm-threads", daemon=True)
-        self._thread.start()
-
-    def _follow(self) -> None:
-        while not self._done.wait(self.PERIOD_S):
-            _set_threads(self.llama, self.threads_now())
-
-    def stop(self) -> None:
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join()
-
-
-def _set_threads(llama: Any, n: int) -> None:
-    """Generation threads for the next decode (llama.cpp reads them per decode); best effort on old bindings."""
-    if getattr(llama, "_harness_threads", None) == n:
-        return
-    try:
-        import llama_cpp
-
-        llama_cpp.llama_set_n_threads(llama.ctx, n, n)
-        llama._harness_threads = n
-    except Exception:  # noqa: BLE001 - keep the load-time setting
-        pass
-
-
 def _plain_messages(messages: list[Message]) -> list[Message]:
     """Messages the chat template can render: string contents, only system/user/assistant roles."""
     out = []
@@ -447,8 +316,6 @@ def _check_json(response: LLMResponse, schema: dict[str, Any], tool_mode: bool) 
         response.meta["json_error"] = f"{type(exc).__name__}: {msg} (finish_reason={response.finish_reason})"
         return
     if tool_mode:
-        from harness.llm.protocols import new_call_id
-
         response.tool_calls = [ToolCall(id=new_call_id(), name=value["tool"], arguments=value["arguments"])]
         response.meta["raw_text"] = response.text
         response.text = ""  # the call lives in tool_calls, as with native function calling

@@ -37,6 +37,9 @@ from harness.llm.base import (
     seconds_left,
 )
 from harness.llm.config import LLMConfig
+from harness.llm.json_output import extract_json, parse_json_output
+from harness.llm.protocols import TaggedTextParser
+from harness.llm.text_rendering import add_system_text, messages_as_text, schema_prompt
 
 STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
 # Statuses that, on first use of a feature, mean "this server does not support that request shape".
@@ -259,15 +262,11 @@ class OpenAIClient(LLMClient):
             return {**kwargs, "response_format": rf}
         if mode == "json_object":
             return {**kwargs, "response_format": {"type": "json_object", "schema": schema}}
-        from harness.llm.protocols import add_system_text, schema_prompt
-
         return {**kwargs, "messages": add_system_text(kwargs["messages"], schema_prompt(schema))}
 
     def _complete_structured(
         self, kwargs: dict[str, Any], response_format: dict[str, Any], schema: dict[str, Any], n: int, seed: int
     ) -> list[LLMResponse]:
-        from harness.llm.json_output import parse_json_output
-
         if self.structured_mode is not None:
             responses = self._sample(self._structured_kwargs(kwargs, self.structured_mode, response_format, schema),
                                      n, seed, probing=False)
@@ -301,12 +300,6 @@ class OpenAIClient(LLMClient):
         n: int,
         seed: int,
     ) -> list[LLMResponse]:
-        from harness.llm.protocols import (
-            TaggedTextParser,
-            add_system_text,
-            messages_as_text,
-        )
-
         if self.tool_mode != "text":
             native = {**kwargs, "tools": tools}
             if tool_choice is not None:
@@ -352,7 +345,6 @@ def _tool_call(tc: Any) -> ToolCall:
         args = json.loads(raw, strict=False) if isinstance(raw, str) else dict(raw)
         error = None if isinstance(args, dict) else f"arguments must be a JSON object, got {type(args).__name__}"
     except json.JSONDecodeError as exc:
-        from harness.llm.json_output import extract_json
 
         args, error = extract_json(raw)
         if error is None and not isinstance(args, dict):

@@ -33,6 +33,8 @@ from harness.llm.base import (
     schema_from_response_format,
 )
 from harness.llm.config import LLMConfig
+from harness.llm.protocols import JSONToolParser, TaggedTextParser, tool_call_schema
+from harness.llm.text_rendering import add_system_text, messages_as_text, schema_prompt
 
 INSTALL_HINT = (
     "provider 'vllm' needs the vllm package, which is not installed here: run `pip install -e .[vllm]` on a GPU "
@@ -176,13 +178,6 @@ class VLLMClient(LLMClient):
         tool_choice: str | dict[str, Any] | None = None,
     ) -> _Prepared:
         """Translate one ``complete`` request (public so the translation can be tested without an engine)."""
-        from harness.llm.protocols import (
-            JSONToolParser,
-            add_system_text,
-            messages_as_text,
-            schema_prompt,
-            tool_call_schema,
-        )
 
         common = dict(n=n, temperature=temperature, max_tokens=max_tokens, seed=self._seed(seed), stop=stop)
         if tools and tool_choice != "none":
@@ -258,8 +253,6 @@ class VLLMClient(LLMClient):
 
 
 def _convert(output: Any, read_tools: str | None, latency: float) -> list[LLMResponse]:
-    from harness.llm.protocols import JSONToolParser, TaggedTextParser
-
     prompt_tokens = len(getattr(output, "prompt_token_ids", None) or [])
     responses = []
     for k, completion in enumerate(output.outputs):

@@ -57,6 +57,8 @@ class AgentConfig(BaseModel):
     seed: int | None = None
     branch_workers: int = Field(1, ge=1, description="branches of one restart run concurrently in this many threads")
     progress_chars: int = Field(800, ge=100, description="length bound of the progress summary in prompts")
+    interactive: bool = Field(False, description="a turn with no tool call waits for the user's next message "
+                                                 "(harness.runtime.interaction.RunControl) instead of a nudge")
 
 
 @dataclass
@@ -104,6 +106,7 @@ class Iteration:
     samples: list[Sample] = field(default_factory=list)
     chosen: Sample | None = None
     started: float = field(default_factory=time.perf_counter)
+    replied: bool = False  # the user answered this turn (interactive): it does not count as one of the L steps
 
     @property
     def branch(self) -> str:

@@ -1,7 +1,7 @@
 """A role as an agent of the runtime: its prompt, its output schema, the tools it may call and its R-C-L-K settings.
 
-A role agent is an :class:`SRAgent` with one restart and one conversation (R = C = 1): ``tool_steps`` steps in
-which the model must call one of its tools (their results join the conversation, candidates they fit join the
+A role agent is built from the agent's step pieces (:class:`ToolStepper`), with one conversation: ``tool_steps``
+steps in which the model must call one of its tools (their results join the conversation, candidates they fit join the
 run's pool), then the answer, ``K`` samples under the role's JSON schema, ranked by ``rank`` (lower is better;
 the workflow ranks plans by how well their hypotheses fit). With no tools and K = 1 it is one structured call.
 
@@ -24,9 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.engine.context import AgentContext
 from harness.llm.base import LLMClient, LLMResponse
 from harness.llm.json_output import parse_json_output
-from harness.runtime.agent import SRAgent
 from harness.runtime.agent_config import AgentConfig, Iteration, Sample
+from harness.runtime.nodes import NodeKind, NodeType
 from harness.runtime.state import SearchRunState
+from harness.runtime.tool_steps import ToolStepper
 
 TOOL_STEP_NOTE = ("Before you answer, check your ideas with a tool: call one of {tools}. "
                   "Write equations over the input names with constants c0, c1, ...")
@@ -62,7 +63,6 @@ class RoleAnswer:
     text: str = ""
     error: str | None = None
     node_id: int | None = None
-    calls: int = 0
     tokens: int = 0
     salvaged: bool = False
     messages: list[dict[str, Any]] = field(default_factory=list)
@@ -80,8 +80,8 @@ class _RoleStep(Iteration):
         return self.label
 
 
-class RoleAgent(SRAgent):
-    """One role of a workflow, run by the runtime (see the module docstring)."""
+class RoleAgent(ToolStepper):
+    """One role of a workflow: tool steps with :class:`ToolStepper`'s pieces, then the answer (no agent loop)."""
 
     def __init__(
         self,
@@ -103,12 +103,10 @@ class RoleAgent(SRAgent):
             tool_choice="required", temperature=None, max_tokens=None, target_nmse=None,
             max_tool_calls_per_response=self.settings.max_tool_calls,
         )
-        super().__init__(llm, context, config, run_dir=state.run_dir, on_node=on_node)
-        self.state = state
-        self.node_kind = f"tools:{role}"
+        super().__init__(llm, context, config, on_node=on_node, state=state)
+        self.node_kind = NodeKind.of(NodeType.TOOLS, role)
         self.reserve = reserve
         self.seconds_left = seconds_left
-        self._calls = 0
         self._tokens = 0
         self._last_tool_node: int | None = None
 
@@ -172,13 +170,13 @@ class RoleAgent(SRAgent):
         ptok = sum(int(r.prompt_tokens or 0) for r in responses)
         ctok = sum(int(r.completion_tokens or 0) for r in responses)
         node = self.state.add_node(
-            f"role:{self.role}", parent=parent, branch=branch, messages=buffer, response=text, K=k,
+            NodeKind.of(NodeType.ROLE, self.role), parent=parent, branch=branch, messages=buffer, response=text, K=k,
             prompt_tokens=ptok, completion_tokens=ctok, seconds=time.perf_counter() - t0, error=error,
             info=node_info,
         )
         self._notify(node)
-        return RoleAnswer(output=out, text=text, error=error, node_id=node.id, calls=self._calls,
-                          tokens=self._tokens, salvaged=bool(chosen and chosen["salvaged"]), messages=buffer,
+        return RoleAnswer(output=out, text=text, error=error, node_id=node.id, tokens=self._tokens,
+                          salvaged=bool(chosen and chosen["salvaged"]), messages=buffer,
                           samples=samples)
 
     # -- steps -----------------------------------------------------------------------------------------------
@@ -212,8 +210,7 @@ class RoleAgent(SRAgent):
     def _complete(self, messages: list[dict[str, Any]], *, n: int, seed: int,
                   **kwargs: Any) -> tuple[list[LLMResponse], str | None]:
         """One model request under the run's time; failures come back as an error string, never raised."""
-        timeout = self.seconds_left()
-        self._calls += n
+        timeout = self.seconds_left()  # the call was counted when reserved (``reserve``: the run's budget)
         try:
             if timeout is not None and timeout < MIN_LLM_SECONDS:
                 return [], (f"{self.role}: call failed: only {max(timeout, 0):.1f}s left after reserving the "

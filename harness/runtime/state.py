@@ -15,13 +15,13 @@ import math
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from harness.engine.candidates import Candidate, pareto_front, select
 from harness.engine.context import RunStatus
 from harness.engine.jsonio import json_restore, json_safe, write_json_atomic
+from harness.runtime.nodes import Node, NodeKind, Relation, relation_between
 
 RESPONSE_LIMIT = 4000
 NODES_FILE = "nodes.jsonl"
@@ -63,39 +63,6 @@ def task_summary(task: Any) -> dict[str, Any]:
         if data is not None and hasattr(data, "y"):
             out[f"n_{split}"] = int(len(data.y))
     return out
-
-
-@dataclass
-class Node:
-    """One step of a run: an agent step, a role call or an SR call, with what it produced."""
-
-    id: int
-    kind: str
-    R: int | None = None
-    C: int | None = None
-    L: int | None = None
-    K: int | None = None
-    parent: int | None = None
-    branch: str | None = None
-    messages_digest: str | None = None
-    response: str = ""
-    tool_results: list[dict[str, Any]] = field(default_factory=list)
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    error: str | None = None
-    time: float = 0.0
-    budget: dict[str, Any] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def to_record(self) -> dict[str, Any]:
-        return json_safe(asdict(self))
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> "Node":
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in json_restore(record).items() if k in known})
 
 
 class SearchRunState:
@@ -145,7 +112,7 @@ class SearchRunState:
     # -- recording ------------------------------------------------------------------------------------------
     def add_node(
         self,
-        kind: str,
+        kind: NodeKind | str,
         *,
         R: int | None = None,
         C: int | None = None,
@@ -162,11 +129,18 @@ class SearchRunState:
         seconds: float = 0.0,
         error: str | None = None,
         info: dict[str, Any] | None = None,
+        relation: Relation | None = None,
     ) -> Node:
-        """Record a node (and its candidates into the pool) and append it to nodes.jsonl."""
+        """Record a node (and its candidates into the pool) and append it to nodes.jsonl.
+
+        ``kind`` is checked (:class:`NodeKind`); the edge to ``parent`` gets its relation from the two kinds unless
+        one is given."""
+        kind = NodeKind.parse(kind)
         cands = list(candidates)
         records = [r.to_record() if hasattr(r, "to_record") else dict(r) for r in tool_results]
         with self._lock:
+            if relation is None and parent is not None and 0 <= parent < len(self.nodes):
+                relation = relation_between(self.nodes[parent].kind, kind)
             node = Node(
                 id=len(self.nodes),
                 kind=kind,
@@ -175,6 +149,7 @@ class SearchRunState:
                 L=L,
                 K=K,
                 parent=parent,
+                relation=relation,
                 branch=branch,
                 messages_digest=messages_digest(messages),
                 response=_bounded(response),
@@ -274,7 +249,7 @@ class SearchRunState:
         with self._lock:
             by_kind: dict[str, int] = {}
             for node in self.nodes:
-                by_kind[node.kind] = by_kind.get(node.kind, 0) + 1
+                by_kind[str(node.kind)] = by_kind.get(str(node.kind), 0) + 1
             return {
                 "nodes": len(self.nodes),
                 "nodes_by_kind": by_kind,
@@ -384,7 +359,7 @@ class SearchRunState:
                     continue
                 try:
                     node = Node.from_record(json.loads(line))
-                except (json.JSONDecodeError, TypeError):
+                except (json.JSONDecodeError, TypeError, ValueError):
                     continue
                 state.nodes.append(node)
                 state._add_to_pool([Candidate.from_record(r) for r in node.candidates], node.id)

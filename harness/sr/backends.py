@@ -18,7 +18,7 @@ from harness.engine.candidates import Candidate, dedupe, pareto_front, select_be
 from harness.engine.context import AgentContext, BudgetExhausted
 from harness.engine.resources import engine_run
 from harness.sr.plan import PlanLimits, SearchPlan
-from harness.sr.plan_validation import validate_plan
+from harness.sr.settings import SearchSettings
 
 __all__ = [
     "BACKENDS",
@@ -26,6 +26,7 @@ __all__ = [
     "EngineRun",
     "SearchOutcome",
     "run_search",
+    "run_plan",
     "backend_names",
     "MIN_ENGINE_SECONDS",
     "SREngine",
@@ -149,22 +150,30 @@ def run_search(
     floor: SearchPlan | dict[str, Any] | None = None,
     max_extra_operators: int = 4,
 ) -> SearchOutcome:
-    """Validate ``plan`` (widened to ``floor`` when given), charge one solver run, run ``backend`` and pool its
-    candidates.
+    """Admit ``plan`` (anything: validated, clipped to ``limits``, widened to ``floor`` when given) and run it
+    (:func:`run_plan`). For scripts and tests; a run's tools admit plans under its ``SearchSettings``."""
+    settings = SearchSettings(backend=backend or "operon", limits=limits or PlanLimits(), floor=floor,
+                              max_extra_operators=max_extra_operators)
+    valid_plan, changes = settings.admit(plan, context.variables)
+    return run_plan(valid_plan, context, settings.backend, changes=changes)
+
+
+def run_plan(plan: SearchPlan, context: AgentContext, backend: str = "operon", *,
+             changes: list[str] | tuple[str, ...] = ()) -> SearchOutcome:
+    """Run an admitted plan as it is: charge one solver run, run ``backend`` for at most the plan's time (capped
+    by the seconds the run has left) and pool its candidates. ``changes``: what admitting the plan changed.
 
     ``auto`` runs PySR when it imports and works, else Operon (the fallback is recorded in ``warnings``).
     Engine failures are returned in ``error``; only :class:`BudgetExhausted` propagates (the run must stop).
     """
     t0 = time.perf_counter()
-    valid_plan, changes = validate_plan(plan, context.variables, limits, floor=floor,
-                                        max_extra_operators=max_extra_operators)
     name = str(backend or "operon").strip().lower()
-    outcome = SearchOutcome(backend=name, backend_used=name, plan=valid_plan, plan_changes=changes)
+    outcome = SearchOutcome(backend=name, backend_used=name, plan=plan, plan_changes=list(changes))
     if name not in BACKENDS and name != "auto":
         outcome.error = f"unknown backend {backend!r}; choose one of {', '.join(backend_names())}"
         return outcome
     context.budget.check()
-    seconds = _engine_seconds(valid_plan, context)
+    seconds = _engine_seconds(plan, context)
     if context.cancelled():
         outcome.error = "cancelled before the engine started"
         return outcome
@@ -174,7 +183,7 @@ def run_search(
     for engine_name in order:
         try:
             with engine_run():
-                run = _run_engine(engine_name, valid_plan, context, seconds, outcome.warnings)
+                run = _run_engine(engine_name, plan, context, seconds, outcome.warnings)
         except BackendUnavailable as exc:
             if engine_name != order[-1]:
                 outcome.warnings.append(f"{engine_name} unavailable, fell back to {order[-1]}: {exc}")

@@ -1,7 +1,8 @@
 """Search plans: what an SR engine should try, validated so that nonsense from a small model still runs.
 
 A plan comes from a language model (often a small one), a config file or code; ``harness.sr.plan_validation``
-turns anything into a runnable plan (``validate_plan``) and widens it to the harness's floor (``widen_to_floor``).
+turns anything into a runnable plan (``validate_plan``), and ``harness.sr.settings`` widens it to the harness's
+floor (``SearchSettings.admit``). Once admitted, a plan stays a :class:`SearchPlan` down to the engine.
 """
 
 from __future__ import annotations

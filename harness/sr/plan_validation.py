@@ -1,5 +1,6 @@
 """``validate_plan``: a runnable :class:`~harness.sr.plan.SearchPlan` out of anything a model, a config file or
-code wrote, with the list of what was changed in plain language; ``widen_to_floor``: guidance only widens.
+code wrote, with the list of what was changed in plain language (the floor is applied after it, by
+``harness.sr.settings.SearchSettings.admit``: guidance only widens).
 
 It never fails on content: it coerces types, drops what no engine can do (unknown operators, unparseable seeds
 and features), clips sizes and times to limits. Seeds and features are checked with the project's expression
@@ -17,14 +18,13 @@ from harness.engine.expression import ExpressionError, parse_expression
 from harness.engine.task import RESERVED_NAMES
 from harness.engine.vocabulary import (
     BASE_OPERATORS,
-    COSTLY_OPERATORS,
     DEFAULT_OPERATORS,
     OPERATOR_ALIASES,
     OPERATORS,
 )
 from harness.sr.plan import PlanLimits, SearchPlan
 
-__all__ = ["validate_plan", "widen_to_floor"]
+__all__ = ["validate_plan"]
 
 _KEY_ALIASES: dict[str, str] = {
     "ops": "operators", "functions": "operators", "operator_set": "operators", "allowed_operators": "operators",
@@ -303,55 +303,17 @@ def _notes(value: Any, limits: PlanLimits, changes: _Changes) -> list[str]:
     return out
 
 
-def widen_to_floor(plan: SearchPlan, floor: SearchPlan, *, max_extra_operators: int = 4,
-                   changes: list[str] | None = None) -> SearchPlan:
-    """The plan, widened so it searches at least the space of ``floor`` (an unguided run's plan).
-
-    Why: guidance must only widen the engine's search. A plan may add operators (at most ``max_extra_operators``
-    beyond the floor's, since every extra one slows the search, and none of the ``COSTLY_OPERATORS``, which slow
-    every generation several times over), seeds, features and notes; it never has fewer operators, a shorter
-    length or depth, a smaller population or less time or fewer generations than the floor.
-    """
-    notes = changes if changes is not None else []
-    extra = [o for o in plan.operators if o not in floor.operators]
-    costly = [o for o in extra if o in COSTLY_OPERATORS]
-    if costly:
-        _note(notes, f"did not add {', '.join(costly)}: each slows the engine 2-5x per generation, which shrinks a "
-                     "timed search (put it in the harness's own operators to search with it)")
-        extra = [o for o in extra if o not in COSTLY_OPERATORS]
-    if len(extra) > max_extra_operators:
-        _note(notes, f"kept the first {max_extra_operators} extra operators; dropped {', '.join(extra[max_extra_operators:])}")
-        extra = extra[:max_extra_operators]
-    dropped = [o for o in floor.operators if o not in plan.operators]
-    if dropped:
-        _note(notes, f"kept the harness's operators {', '.join(dropped)} (a plan can add operators, not remove them)")
-    # the harness's engine options and loss are not the plan's to change
-    update: dict[str, Any] = {"operators": list(floor.operators) + extra, "loss": floor.loss,
-                              "extras": {**plan.extras, **floor.extras}}
-    for name in ("max_length", "max_depth", "population_size", "time_budget", "generations"):
-        mine, base = getattr(plan, name), getattr(floor, name)
-        if mine < base:
-            _note(notes, f"raised {name} {mine:g} -> {base:g} (the harness's floor)")
-            update[name] = base
-    return plan.model_copy(update=update)
-
-
-def _note(notes: list[str], text: str) -> None:
-    if text not in notes:
-        notes.append(text)
-
-
 def validate_plan(
     raw: dict[str, Any] | SearchPlan | str | None,
     variables: list[str] | tuple[str, ...],
     limits: PlanLimits | dict[str, Any] | None = None,
-    floor: SearchPlan | dict[str, Any] | None = None,
-    max_extra_operators: int = 4,
+    *,
+    default_operators: list[str] | None = None,
 ) -> tuple[SearchPlan, list[str]]:
     """Make a runnable plan out of anything; return it with the list of what was changed or ignored.
 
-    Never raises on plan content: the caller always gets a plan an engine can run. With ``floor`` (the plan an
-    unguided run would use) the result searches at least the floor's space, see :func:`widen_to_floor`.
+    Never raises on plan content: the caller always gets a plan an engine can run. ``default_operators``: the
+    operators of a plan that names none (the floor's, under ``SearchSettings.admit``; else the built-in default).
     """
     variables = list(variables)
     lim = limits if isinstance(limits, PlanLimits) else PlanLimits(**(limits or {}))
@@ -400,10 +362,6 @@ def validate_plan(
             fields["extras"] = {str(k)[:40]: v for k, v in data["extras"].items()}
         else:
             changes.note(f"extras must be an object, got {_short(data['extras'])}; ignored")
-    plan = SearchPlan(**fields)
-    if floor is not None:
-        base = floor if isinstance(floor, SearchPlan) else SearchPlan(**floor)
-        if "operators" not in data:  # no operators asked for: the floor's, not the built-in default
-            plan = plan.model_copy(update={"operators": list(base.operators)})
-        plan = widen_to_floor(plan, base, max_extra_operators=max_extra_operators, changes=changes)
-    return plan, list(changes)
+    if "operators" not in data and default_operators is not None:
+        fields["operators"] = list(default_operators)
+    return SearchPlan(**fields), list(changes)

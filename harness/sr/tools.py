@@ -14,8 +14,10 @@ from typing import Any
 from harness.engine.candidates import Candidate
 from harness.engine.context import evaluate_candidate
 from harness.engine.vocabulary import operator_list_text
-from harness.sr.backends import run_search
-from harness.tools.base import TOOLS, BaseTool, bound_text
+from harness.sr.backends import run_plan
+from harness.sr.plan import SearchPlan
+from harness.sr.settings import search_settings
+from harness.tools.base import TOOLS, BaseTool, ToolCallResult, bound_text
 
 __all__ = ["RunSRSearchTool", "EvaluateExpressionTool", "record_candidates", "short_equation"]
 
@@ -95,15 +97,23 @@ class RunSRSearchTool(BaseTool):
         fields.update(other)
         if "seed" not in fields:
             fields["seed"] = int(getattr(self.context, "seed", 0) or 0)
-        extras = getattr(self.context, "extras", {}) or {}
-        outcome = run_search(fields, self.context, backend=extras.get("backend", "operon"),
-                             limits=extras.get("plan_limits"), floor=extras.get("plan_floor"),
-                             max_extra_operators=extras.get("max_extra_operators", 4))
+        admitted, changes = search_settings(self.context).admit(fields, self.context.variables)  # a model's raw answer
+        return self.search(admitted, changes)
+
+    def search(self, plan: SearchPlan, changes: list[str] | tuple[str, ...] = ()) -> dict:
+        """Run an admitted plan as it is, under the run's search settings (``AgentContext.search``)."""
+        outcome = run_plan(plan, self.context, search_settings(self.context).backend, changes=changes)
         if outcome.error and not outcome.candidates:
-            changes = f" (plan changes: {'; '.join(outcome.plan_changes)})" if outcome.plan_changes else ""
-            raise RuntimeError(outcome.error + changes)
+            detail = f" (plan changes: {'; '.join(outcome.plan_changes)})" if outcome.plan_changes else ""
+            raise RuntimeError(outcome.error + detail)
         record_candidates(self.context, outcome.candidates)
         return outcome.to_record()
+
+    def call_plan(self, plan: SearchPlan, changes: list[str] | tuple[str, ...] = (), *,
+                  call_id: str = "") -> ToolCallResult:
+        """The typed call for code (the workflow's SR steps): an admitted plan, through the tool's one boundary,
+        recorded with the plan as its argument."""
+        return self.invoke(call_id, {"plan": plan.model_dump(mode="json")}, lambda: self.search(plan, changes))
 
     def format_result(self, result: dict) -> str:
         front = [Candidate.from_record(r) for r in result.get("front", [])]

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from harness.engine import analysis
+from harness.engine import analysis, shape_analysis
 from harness.engine.analysis import fmt
 from harness.engine.residuals import residual_report
 from harness.tools.base import TOOLS, BaseTool, bound_text
@@ -114,7 +114,7 @@ class MonotonicityTool(_AnalysisTool):
             variables: Inputs to include (default: all).
         """
         X, y = _data(self.context, "all")
-        return analysis.monotonicity(X, y, self.names, variables)
+        return shape_analysis.monotonicity(X, y, self.names, variables)
 
     def format_result(self, result: dict) -> str:
         rows = [f"{k}: {v['trend']}, {v['curvature']} (spearman {fmt(v['spearman'])}, frac_increasing "
@@ -134,7 +134,7 @@ class PeriodicityTool(_AnalysisTool):
             variable: Input to treat as time (default: the input named t or time, if any).
         """
         X, y = _data(self.context, "all")
-        return analysis.periodicity(X, y, self.names, variable)
+        return shape_analysis.periodicity(X, y, self.names, variable)
 
     def format_result(self, result: dict) -> str:
         rows = [f"f={fmt(d['frequency'])} period={fmt(d['period'])} angular={fmt(d['angular'])} "
@@ -156,7 +156,7 @@ class PowerLawTool(_AnalysisTool):
             variables: Inputs to include (default: all).
         """
         X, y = _data(self.context, "all")
-        return analysis.power_law(X, y, self.names, variables)
+        return shape_analysis.power_law(X, y, self.names, variables)
 
     def format_result(self, result: dict) -> str:
         rows = []

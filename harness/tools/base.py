@@ -16,7 +16,7 @@ import threading
 import time
 import typing
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import jsonschema
 
@@ -192,9 +192,8 @@ class BaseTool:
             return repr(result)
 
     def __call__(self, call_id: str = "", **arguments: Any) -> ToolCallResult:
-        cancel = getattr(self.context, "cancel_event", None)
-        if isinstance(cancel, threading.Event) and cancel.is_set():
-            raise ToolRunAbort("run cancelled")
+        """A model's call: arguments checked against the tool's schema, then :meth:`execute` run by :meth:`invoke`."""
+        self._abort_if_cancelled()
         start = time.perf_counter()
         try:
             jsonschema.validate(arguments, self.tool_parameters())
@@ -209,8 +208,15 @@ class BaseTool:
                 call_id=call_id,
                 arguments=arguments,
             )
+        return self.invoke(call_id, arguments, lambda: self.execute(**arguments))
+
+    def invoke(self, call_id: str, arguments: dict[str, Any], run: Callable[[], Any]) -> ToolCallResult:
+        """The one execution boundary, for a model's call and code's typed call alike: cancellation, timing, and
+        exceptions turned into ``ok=False`` results; ``arguments`` is what the record shows."""
+        self._abort_if_cancelled()
+        start = time.perf_counter()
         try:
-            result = self.execute(**arguments)
+            result = run()
         except ToolRunAbort:
             raise
         except Exception as exc:  # the boundary: a failing tool becomes a recorded failure
@@ -233,6 +239,11 @@ class BaseTool:
             call_id=call_id,
             arguments=arguments,
         )
+
+    def _abort_if_cancelled(self) -> None:
+        cancel = getattr(self.context, "cancel_event", None)
+        if isinstance(cancel, threading.Event) and cancel.is_set():
+            raise ToolRunAbort("run cancelled")
 
 
 def _json_default(obj: Any) -> Any:

@@ -1,0 +1,160 @@
+"""The SR side of a workflow run: hypotheses screened by fitting, a role's plan admitted under the harness's floor
+and run by the engine (one ``sr`` node per run), the engine's unguided run, and the term combination at the end.
+
+:class:`SRSteps` is mixed into :class:`workflows.runner._WorkflowRun`, which owns the state these steps use: the
+run context ``ctx`` (task, fit settings, ``search`` settings), ``settings`` (``SRSettings``), ``sr_tool`` and
+``sr_gate`` (at most ``max_workers`` engine runs at once), ``state``, ``tracker``, ``seed``, ``warm_start``,
+``run_id``, ``poor_hypotheses``, and the bookkeeping ``_boundary``, ``_stop``, ``_error``, ``_record``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from typing import Any
+
+from harness.engine.candidates import Candidate, select_best
+from harness.engine.combine import CombineSettings, combine_terms
+from harness.engine.context import BudgetExhausted, evaluate_candidate
+from harness.engine.expression import ExpressionError
+from harness.runtime.nodes import NodeKind, NodeType
+from harness.sr.plan import SearchPlan
+from workflows.evidence import Branch, describe, short_equation
+from workflows.params import engine_seed
+from workflows.roles import PlanOutput
+
+ENGINE_INFO_KEYS = ("generations", "gp_seconds", "n_seeds", "n_injected", "continued", "front_size")
+
+
+class SRSteps:
+    """Engine-side steps of a workflow run (see the module docstring)."""
+
+    ctx: Any
+    settings: Any
+    search: Any
+    sr_tool: Any
+    sr_gate: Any
+    state: Any
+    tracker: Any
+    seed: int
+    warm_start: list[str]
+    run_id: str
+    poor_hypotheses: list[Candidate]
+
+    def screen_hypotheses(self, texts: list[str], source: str = "hypothesis") -> tuple[list[Candidate], list[str]]:
+        """Fit the plan's hypotheses now (the evaluator is fast): good ones seed the engine and join the pool,
+        bad ones are dropped with a note the next role reads."""
+        kept: list[Candidate] = []
+        notes: list[str] = []
+        limit = self.settings.hypothesis_max_nmse
+        for text in dict.fromkeys(texts):
+            try:
+                cand = evaluate_candidate(text, self.ctx, source=source, constants_as_params=True)
+            except ExpressionError as exc:
+                notes.append(f"hypothesis {text[:60]!r} dropped: {str(exc)[:120]}")
+                continue
+            err = cand.metric("valid")
+            if err > limit:
+                if math.isfinite(err):
+                    with self._lock:
+                        self.poor_hypotheses.append(cand)
+                notes.append(f"hypothesis {short_equation(cand.expression, 60)!r} dropped: valid NMSE {err:.3g}"
+                             + (" (worse than predicting the mean)" if err >= 1 else ""))
+                continue
+            kept.append(cand)
+        return kept, notes
+
+    def sr_step(self, branch: Branch, plan: PlanOutput, step: str) -> Candidate | None:
+        """Screen the plan's hypotheses, admit the plan (repaired, widened to the harness's floor) and run the
+        engine; the branch keeps what it finds."""
+        s = self.settings
+        raw = plan.to_raw_plan()  # the role's answer in plan vocabulary; a SearchPlan once admitted below
+        good, notes = self.screen_hypotheses(list(raw.get("seeds", [])))
+        if step == "initial" and self.warm_start:  # warm start: the previous front, refitted, seeds every branch
+            warm, warm_notes = self.screen_hypotheses(self.warm_start, source="warm_start")
+            good, notes = warm + good, warm_notes + notes
+        seeds = [c.expression for c in sorted(good, key=lambda c: c.sort_key())]
+        if s.carry_best_seed and step != "initial":  # refinement starts from what works so far
+            carried = [c.expression for c in sorted(branch.candidates, key=lambda c: c.sort_key())
+                       if math.isfinite(c.metric("valid"))]
+            seeds = list(dict.fromkeys(carried))[: s.carry_seeds] + seeds
+        if not s.seed_engine:  # the engine runs exactly the unguided search; the fitted hypotheses stay in the pool
+            seeds = []
+        raw.update(seeds=list(dict.fromkeys(seeds))[: s.max_seeds],
+                   seed=engine_seed(self.seed, branch.index, branch.steps, s.unguided_run))
+        if s.continue_search:  # the engine keeps this branch's population and the next run goes on from it
+            raw["extras"] = {"population_key": f"{self.run_id}/{branch.index}",
+                             "continue_population": step != "initial"}
+        admitted, changes = self.search.admit(raw, self.ctx.variables)
+        ran = self._engine_call(f"sr-{branch.index}-{branch.steps}", admitted, changes, branch, step, good, notes)
+        if ran is None:
+            return None
+        node_id, found_here, error = ran
+        branch.last_node = node_id
+        branch.steps += 1
+        branch.candidates.extend(found_here)
+        found = select_best(found_here)
+        for note in notes[:3]:
+            branch.history.append(note)
+        if good:
+            branch.history.append("hypotheses kept: " + "; ".join(
+                f"{short_equation(c.equation, 80)} [valid NMSE {c.metric('valid'):.3g}]" for c in good[:3]))
+        if error:
+            branch.history.append(f"SR run ({step}) failed: {error[:200]}")
+        else:
+            branch.history.append(f"SR run ({step}): best {describe(found)}")
+        return found
+
+    def _engine_call(self, call_id: str, plan: SearchPlan, changes: list[str], branch: Branch, step: str,
+                     good: list[Candidate], notes: list[str]) -> tuple[int, list[Candidate], str | None] | None:
+        """One call of the SR tool (at most ``max_workers`` at once), recorded as an ``sr`` node holding the
+        engine's candidates and the fitted hypotheses ``good``; ``None`` when the run must stop."""
+        if not self._boundary("sr run"):
+            return None
+        with self.sr_gate:
+            if self.ctx.cancelled():
+                self._stop("cancelled")
+                return None
+            call = self.sr_tool.call_plan(plan, changes, call_id=call_id)
+        if not call.ok and (call.error or "").startswith(BudgetExhausted.__name__):
+            self._stop(call.error.split(": ", 1)[-1])
+            return None
+        record = call.result if call.ok else {}
+        error = record.get("error") if call.ok else call.error
+        if error:
+            self._error(f"{branch.label} sr ({step}): {error}")
+        found_here = good + [Candidate.from_record(r) for r in record.get("candidates", [])]
+        summary = {k: v for k, v in record.items() if k not in ("candidates", "front", "best", "info")}
+        node_id = self._record(
+            NodeKind.of(NodeType.SR), parent=branch.last_node, branch=branch.label, candidates=found_here,
+            seconds=call.seconds, error=error,
+            tool_results=[replace(call, result=summary)],
+            info={"step": step, "plan": record.get("plan"), "plan_changes": record.get("plan_changes", [])[:20],
+                  "hypothesis_notes": notes[:10], "warnings": record.get("warnings", [])[:10],
+                  "backend_used": record.get("backend_used"),
+                  "engine": {k: v for k, v in (record.get("info") or {}).items() if k in ENGINE_INFO_KEYS}},
+        )
+        return node_id, found_here, error
+
+    def unguided(self) -> None:
+        """The engine alone, as an unguided run searches (the floor plan, the task's seed, no seeds), beside the
+        roles: its front joins the pool, so guidance can only add to what the engine finds by itself."""
+        plan, changes = self.search.admit(self.settings.floor().model_copy(update={"seed": self.seed}),
+                                          self.ctx.variables)
+        self._engine_call("sr-unguided", plan, changes, Branch(index=-2, label="unguided"), "unguided", [], [])
+
+    def combine(self) -> None:
+        """Least-squares combinations of the pool's terms (engine fronts, hypotheses, poor hypotheses) that beat
+        the pool's best validation NMSE by a clear factor join the pool; bounded by the run's time left."""
+        left = self.tracker.seconds_left()
+        if left is not None and left <= 0.5:
+            return
+        settings = CombineSettings()
+        if left is not None:
+            settings = replace(settings, max_seconds=min(settings.max_seconds, left - 0.5))
+        t0 = time.perf_counter()
+        found, info = combine_terms(self.state.candidates, self.ctx, settings, extra_sources=self.poor_hypotheses)
+        parent = max((n.id for n in self.state.nodes if n.type is NodeType.SR), default=None)
+        self._record(NodeKind.of(NodeType.COMBINE), parent=parent, candidates=found, seconds=time.perf_counter() - t0,
+                     info={**info, "terms_from": sorted({o for c in found for o in c.info.get("terms_from", [])})})
