@@ -56,6 +56,9 @@ class Bounds(_Model):
     # The sandboxed run_python tool for the Analyst and Diagnoser (workflows.roles.CODE_TOOL_ROLES), on or off for
     # the whole trial; off by default (it needs Landlock + seccomp, or HARNESS_SR_SANDBOX=process).
     code_tool: list[bool] = Field(default_factory=lambda: [False])
+    # The evolution channel (SRSettings.evolve_rounds, workflows/evolution.py): rounds to search over; None keeps
+    # the seed harness's setting (no parameter).
+    evolve_rounds: list[int] | None = None
 
 
 class Stage2Settings(_Model):

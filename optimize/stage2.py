@@ -126,9 +126,19 @@ def suggest_role_agents(trial: Trial, b: Bounds, w: WorkflowParams) -> dict[str,
     return agents
 
 
+def suggest_evolution(trial: Trial, b: Bounds) -> int | None:
+    """The evolution channel's rounds (``evolve_rounds``); None: the seed's setting stands (no parameter)."""
+    if not b.evolve_rounds:
+        return None
+    options = sorted(set(b.evolve_rounds))
+    return trial.suggest_categorical("evolve_rounds", options) if len(options) > 1 else options[0]
+
+
 def spec_for(base: Harness, pool: dict[str, list[str]], w: WorkflowParams, idx: dict[str, int],
-             agents: dict[str, RoleAgentConfig] | None = None) -> Harness:
+             agents: dict[str, RoleAgentConfig] | None = None, evolve_rounds: int | None = None) -> Harness:
     spec = base.with_workflow(w).with_prompts(**{role: pool[role][i] for role, i in idx.items()})
+    if evolve_rounds is not None:
+        spec = spec.with_sr_settings(evolve_rounds=int(evolve_rounds))
     return spec.with_changes(role_agents=dict(agents or {}))
 
 
@@ -190,7 +200,8 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
     def objective(trial: Trial) -> float:
         trial.set_user_attr("worker", worker_id())
         w, idx, agents = suggest(trial, s, pool_sizes, workflows)
-        spec = spec_for(ctx.base, pool, w, idx, agents)
+        evolve = suggest_evolution(trial, s.bounds)
+        spec = spec_for(ctx.base, pool, w, idx, agents, evolve)
         trials = trial.study.get_trials(deepcopy=False)
         if slots_taken(trials, trial.number, s.n_trials):
             trial.study.stop()
@@ -214,6 +225,7 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
         trial.set_user_attr("workflow", list(w.as_tuple()))
         trial.set_user_attr("prompt_index", idx)
         trial.set_user_attr("role_agents", {r: a.model_dump(mode="json") for r, a in agents.items()})
+        trial.set_user_attr("evolve_rounds", evolve)
         trial.set_user_attr("digest", spec.identity_digest)
         trial.set_user_attr("new_evaluations", summary.n_new)
         trial.set_user_attr("cache_hits", summary.n_cached)
@@ -287,11 +299,12 @@ def run_stage2(ctx: OptimizeContext, pool: dict[str, list[str]]) -> dict[str, An
     else:
         w = WorkflowParams.from_tuple(best.user_attrs["workflow"])
         agents = best.user_attrs.get("role_agents") or {}
+        evolve = best.user_attrs.get("evolve_rounds")
         spec = spec_for(ctx.base, pool, w, {k: int(v) for k, v in best.user_attrs["prompt_index"].items()},
-                        role_agent_settings(agents))
+                        role_agent_settings(agents), evolve)
         chosen = {"trial": best.number, "acc": best.user_attrs["acc"],
                   "llm_calls_per_task": best.user_attrs.get("llm_calls_per_task"), "workflow": list(w.as_tuple()),
-                  "prompt_index": best.user_attrs["prompt_index"], "role_agents": agents}
+                  "prompt_index": best.user_attrs["prompt_index"], "role_agents": agents, "evolve_rounds": evolve}
     adaptation: list[dict[str, Any]] = []
     try:
         spec, adaptation = adapt(ctx, spec, batch)

@@ -184,3 +184,10 @@ def test_plan_reaches_prompt():
     generate_equations(_context(), plan, n=1, llm=llm)
     prompt = llm.requests[0]["messages"][-1]["content"]
     assert "Operators to use: add, mul, square" in prompt and "c0*x1 + c1" in prompt
+
+
+def test_a_reply_cut_at_its_time_cap_keeps_its_complete_equations() -> None:
+    """A call that hit its time cap returns the JSON it had: every complete expression field is kept."""
+    cut = '{"equations": [{"expression": "c0*x1 + c1", "reason": "linear"}, {"expression": "c0*x2**2", "rea'
+    assert parse_proposals(cut, 4) == [("c0*x1 + c1", "linear"), ("c0*x2**2", "")]
+    assert parse_proposals(cut[:40], 4) == []

@@ -54,8 +54,8 @@ class FakeRunner:
     def __call__(self, task, params, prompts, llm, **kw):
         self.calls += 1
         self.seen_agents = [*getattr(self, "seen_agents", []), kw.get("role_agents") or {}]
-        score = float(self.rule(params, prompts, task) if self.rule.__code__.co_argcount == 3
-                      else self.rule(params, prompts, task, kw.get("role_agents") or {}))
+        extra = [kw.get("role_agents") or {}, kw.get("sr_settings")][: self.rule.__code__.co_argcount - 3]
+        score = float(self.rule(params, prompts, task, *extra))
         cand = Candidate(expression="c0*x0", params=[1.0], equation="1.0*x0", complexity=3,
                          metrics={"valid": {"nmse": 1.0 - score + 1e-6},
                                   "test_id": {"acc_0.01": score, "nmse": 1.0 - score + 1e-6}})
@@ -246,6 +246,29 @@ def test_stage2_searches_the_code_tool_for_the_roles_that_read_data(tmp_path):
     assert {t["params"]["code_tool"] for t in result["trials"]} == {False, True}
     spec = Harness.from_dict(result["harness"])
     assert spec.role_agents["analyst"].tools == ("run_python",) and "planner" not in spec.role_agents
+
+
+def test_stage2_searches_the_evolution_channel_only_when_its_bounds_say_so(tmp_path):
+    """Scores reward the evolution channel: with bounds [0, 4] it is searched and the chosen harness carries
+    it; without bounds (the default) no parameter is made and the seed's setting stands."""
+
+    def rule(params, prompts, task, agents, sr_settings):
+        return sr_settings.evolve_rounds == 4
+
+    bounds = {"branches": [1, 1], "repair_rounds": [0, 0], "discussion_rounds": [0, 0], "use_analyst": [False],
+              "use_synthesizer": [False], "role_tools": [False], "role_samples": [1, 1]}
+    overrides = {"stage2": {"n_trials": 6, "minibatch": 1, "adapt_steps": 0, "n_startup_trials": 6,
+                            "bounds": {**bounds, "evolve_rounds": [0, 4]}}}
+    ctx, _ = context(tmp_path / "searched", rule, overrides)
+    result = run_stage2(ctx, {r: [t] for r, t in SEED_PROMPTS.items()})
+    assert {t["params"]["evolve_rounds"] for t in result["trials"]} == {0, 4}
+    assert result["chosen"]["evolve_rounds"] == 4
+    assert Harness.from_dict(result["harness"]).sr_settings["evolve_rounds"] == 4
+    overrides["stage2"]["bounds"] = bounds
+    ctx, _ = context(tmp_path / "seed", rule, overrides)
+    result = run_stage2(ctx, {r: [t] for r, t in SEED_PROMPTS.items()})
+    assert all("evolve_rounds" not in t["params"] for t in result["trials"])
+    assert Harness.from_dict(result["harness"]).sr_settings.get("evolve_rounds", 0) == 0
 
 
 def test_fixed_pool_space_is_a_seeded_presample(tmp_path):

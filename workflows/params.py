@@ -127,6 +127,10 @@ class SRSettings(EngineSettings):
     ``unguided_run``: one more engine run, the floor plan with the task's seed and no seeds, beside the roles: its
     front joins the pool, so the pool always holds what the engine alone finds and guidance can only add to it
     (the guided runs then explore other seeds and the model's starting points).
+    ``evolve_rounds``: the evolution channel (``workflows.evolution``, LLM-SR's loop): while a guided SR run is
+    going, the model (otherwise idle then) proposes ``evolve_proposals`` skeletons per round from the pool's best
+    so far, our evaluator fits their constants and they join the pool; at most this many rounds, and only rounds
+    that fit before the running SR runs end, so the solve takes no longer (0 = off).
 
     The defaults are the shipped harness's engine settings (``workflows.harness.shipped_harness``; why each:
     docs/decisions.md): a setting not given anywhere is what the default harness solves with.
@@ -142,6 +146,8 @@ class SRSettings(EngineSettings):
     combine_terms: bool = True
     seed_engine: bool = True
     unguided_run: bool = True
+    evolve_rounds: int = Field(0, ge=0, le=50)
+    evolve_proposals: int = Field(3, ge=1, le=8)
 
     @classmethod
     def coerce(cls, value: "SRSettings | dict[str, Any] | None") -> "SRSettings":

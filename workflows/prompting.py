@@ -45,6 +45,12 @@ def bounded_history(entries: Sequence[str], max_chars: int = HISTORY_CHARS) -> s
     return "\n".join(kept)
 
 
+def task_frame(task: Any) -> str:
+    """The system message of every role call on ``task`` (and of the evolution channel's): one cached prefix."""
+    return (f"{FRAME_INTRO}\n\n## Task\n" + task.card(max_chars=CARD_CHARS) + "\nInput names: "
+            + ", ".join(task.input_names) + "\n\n" + GRAMMAR_NOTE)
+
+
 def build_messages(
     role: str,
     instruction: str,
@@ -65,8 +71,7 @@ def build_messages(
     Why this order: llama.cpp (and vLLM's prefix cache) reuse the evaluated prefix of the previous prompt, so
     every call after the first on a task pays only for its own part (scripts/bench_llm_prefix.py measures it).
     """
-    system = (f"{FRAME_INTRO}\n\n## Task\n" + task.card(max_chars=CARD_CHARS) + "\nInput names: "
-              + ", ".join(task.input_names) + "\n\n" + GRAMMAR_NOTE)
+    system = task_frame(task)
     header = f"# Role: {role}" + (f" (mode: {mode})" if mode else "")
     fixed = [header + "\n" + bound_text(instruction.strip(), INSTRUCTION_CHARS)]
     if note:

@@ -39,6 +39,7 @@ from workflows.evidence import (
     shared_results,
     with_term,
 )
+from workflows.evolution import EvolutionSteps, GuidedWindow
 from workflows.params import (
     SRSettings,
     WorkflowParams,
@@ -87,9 +88,10 @@ def _coerce_budget(budget: Budget | BudgetTracker | dict[str, Any] | None) -> Bu
     return BudgetTracker(budget)
 
 
-class _WorkflowRun(RoleSteps, SRSteps):
+class _WorkflowRun(RoleSteps, SRSteps, EvolutionSteps):
     """State and steps of one workflow run (one instance per run; not reusable); the role steps are
-    :class:`workflows.role_steps.RoleSteps`', the SR steps :class:`workflows.sr_steps.SRSteps`'."""
+    :class:`workflows.role_steps.RoleSteps`', the SR steps :class:`workflows.sr_steps.SRSteps`', the evolution
+    channel :class:`workflows.evolution.EvolutionSteps`'."""
 
     def __init__(
         self,
@@ -144,6 +146,7 @@ class _WorkflowRun(RoleSteps, SRSteps):
         self.findings = ""
         self.analyst_node: int | None = None
         self.poor_hypotheses: list[Candidate] = []  # fitted but too poor alone: their terms may still be right
+        self.window = GuidedWindow()  # the guided SR runs in flight: the evolution channel proposes only then
         self.run_id = f"{os.getpid()}-{id(self)}-{time.time_ns()}"
 
     # -- bookkeeping ----------------------------------------------------------------------------------------
@@ -274,6 +277,11 @@ class _WorkflowRun(RoleSteps, SRSteps):
             unguided = threading.Thread(target=self._guarded, args=(self.unguided, "unguided run"),
                                         name="unguided-sr", daemon=True)
             unguided.start()
+        evolution = None
+        if self.settings.evolve_rounds:
+            evolution = threading.Thread(target=self._guarded, args=(self.evolve, "evolution"), name="evolution",
+                                         daemon=True)
+            evolution.start()
         try:
             if p.use_analyst:
                 self.analyst()
@@ -285,6 +293,9 @@ class _WorkflowRun(RoleSteps, SRSteps):
                 self._parallel(branches, lambda br, d=d: self.branch_discuss(br, d, snapshot[br.index]))
             if p.use_synthesizer and not self.stopped:
                 self.synthesize(branches)
+            self.window.close()
+            if evolution is not None:
+                evolution.join()
             if unguided is not None:
                 unguided.join()
             if self.settings.combine_terms and not self.ctx.cancelled():
@@ -292,8 +303,10 @@ class _WorkflowRun(RoleSteps, SRSteps):
         except Exception as exc:  # keep what was found; the caller sees the error
             crash = f"{type(exc).__name__}: {exc}"
             self._error(f"workflow crashed: {crash}")
-        if unguided is not None and unguided.is_alive():  # its answer is kept even when the roles crashed
-            unguided.join()
+        self.window.close()
+        for thread in (evolution, unguided):  # their answers are kept even when the roles crashed
+            if thread is not None and thread.is_alive():
+                thread.join()
         if crash:
             status = RunStatus.FAILED
         elif self.ctx.cancelled() or (self.control is not None and self.control.stop_requested):

@@ -41,6 +41,7 @@ class SRSteps:
     warm_start: list[str]
     run_id: str
     poor_hypotheses: list[Candidate]
+    window: Any
 
     def screen_hypotheses(self, texts: list[str], source: str = "hypothesis") -> tuple[list[Candidate], list[str]]:
         """Fit the plan's hypotheses now (the evaluator is fast): good ones seed the engine and join the pool,
@@ -116,7 +117,13 @@ class SRSteps:
             if self.ctx.cancelled():
                 self._stop("cancelled")
                 return None
-            call = self.sr_tool.call_plan(plan, changes, call_id=call_id)
+            guided = branch.index >= 0  # the evolution channel proposes while these run, not the unguided one
+            token = self.window.enter(plan.time_budget) if guided else None
+            try:
+                call = self.sr_tool.call_plan(plan, changes, call_id=call_id)
+            finally:
+                if token is not None:
+                    self.window.leave(token)
         if not call.ok and (call.error or "").startswith(BudgetExhausted.__name__):
             self._stop(call.error.split(": ", 1)[-1])
             return None

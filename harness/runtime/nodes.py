@@ -26,6 +26,7 @@ class NodeType(str, Enum):
     ROLE = "role"  # a role's structured answer (``role:<role>``)
     SR = "sr"  # an SR run of a workflow branch
     COMBINE = "combine"  # term combination over the branches' equations
+    EVOLVE = "evolve"  # one round of the evolution channel: the model's skeletons from the pool's best, fitted
     USER_MESSAGE = "user_message"  # guidance the user sent while the run went on
     CONTROL = "control"  # pause / resume / stop from the user
     OTHER = "other"  # a kind this version does not know (a newer file); the text is kept
@@ -77,6 +78,7 @@ Relation = Literal[
     "repairs",  # a repaired plan from a diagnosis
     "revises",  # a plan made after seeing earlier runs (discussion)
     "combines",  # a combination or synthesis over earlier results
+    "evolves",  # model-written equations made from the pool's best so far (the evolution channel)
     "interjects",  # a user message or control arriving after this node
 ]
 RELATIONS: tuple[str, ...] = get_args(Relation)
@@ -93,6 +95,8 @@ def relation_between(parent: NodeKind | None, child: NodeKind) -> Relation | Non
         return "runs"
     if t is NodeType.COMBINE:
         return "combines"
+    if t is NodeType.EVOLVE:
+        return "evolves"
     if t is NodeType.ROLE:
         if parent.type is NodeType.TOOLS and parent.role == child.role:
             return "answers"

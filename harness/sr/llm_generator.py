@@ -10,7 +10,6 @@ which the model sees the reasons, and those reasons stay in the buffer for later
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,11 +21,12 @@ from harness.engine.expression import (
     parse_expression,
 )
 from harness.llm.base import LLMError
-from harness.llm.json_output import parse_json_output
+from harness.sr.proposals import MAX_EXPRESSION_CHARS, MAX_REASON_CHARS, parse_proposals
 from harness.tools.base import TOOLS, BaseTool, bound_text
 
 __all__ = [
     "ExperienceBuffer",
+    "PromptShape",
     "Rejection",
     "generate_equations",
     "equations_response_format",
@@ -34,8 +34,6 @@ __all__ = [
     "LLMEquationSearchTool",
 ]
 
-MAX_EXPRESSION_CHARS = 300
-MAX_REASON_CHARS = 200
 SOURCE = "llm"
 
 SYSTEM_PROMPT = """You are a scientist proposing equations for symbolic regression.
@@ -103,12 +101,13 @@ class ExperienceBuffer:
         self.rejections.append(Rejection(expression, reason))
         del self.rejections[: -self.max_rejections]
 
-    def as_prompt_text(self, k: int = 5) -> str:
-        """The top ``k`` skeletons with their fitted equation, valid NMSE and complexity, one per line."""
+    def as_prompt_text(self, k: int = 5, fitted: bool = True) -> str:
+        """The top ``k`` skeletons with their valid NMSE, complexity and (``fitted``) fitted equation, one per
+        line."""
         lines = []
         for i, c in enumerate(self.candidates[:k], 1):
             lines.append(f"{i}. {c.expression}  | nmse {c.metric('valid', 'nmse'):.4g}, complexity {c.complexity}"
-                         f" | fitted: {c.equation[:160]}")
+                         + (f" | fitted: {c.equation[:160]}" if fitted else ""))
         return "\n".join(lines)
 
     def rejections_text(self, k: int = 5) -> str:
@@ -116,13 +115,14 @@ class ExperienceBuffer:
 
 
 # -- prompt and parsing ------------------------------------------------------------------------------------------
-def equations_response_format(n: int) -> dict[str, Any]:
-    """Structured-output schema: up to ``n`` equations, each an expression and a short reason."""
+def equations_response_format(n: int, reason_chars: int = MAX_REASON_CHARS) -> dict[str, Any]:
+    """Structured-output schema: up to ``n`` equations, each an expression and a short reason (at most
+    ``reason_chars``: with a grammar-constrained local model, a shorter reason is a shorter call)."""
     item = {
         "type": "object",
         "properties": {
             "expression": {"type": "string", "maxLength": MAX_EXPRESSION_CHARS},
-            "reason": {"type": "string", "maxLength": MAX_REASON_CHARS},
+            "reason": {"type": "string", "maxLength": max(1, min(int(reason_chars), MAX_REASON_CHARS))},
         },
         "required": ["expression", "reason"],
         "additionalProperties": False,
@@ -161,84 +161,50 @@ def _plan_text(plan: Any) -> str:
         return str(plan)
 
 
-def build_messages(context: AgentContext, plan: Any, n: int, feedback: str, buffer: ExperienceBuffer) -> list[dict]:
+@dataclass(frozen=True)
+class PromptShape:
+    """How much a proposal prompt carries. ``frame``: a system message shared with other calls on the task (the
+    workflow's task frame, a prefix the model has already evaluated); the generator's rules then open the user
+    turn and the task card is not repeated. ``best``: equations of the buffer shown; ``fitted``: with their fitted
+    numbers; ``rejections``: recent rejections shown; ``reason_chars``: the most a reason may take."""
+
+    frame: str | None = None
+    best: int = 5
+    fitted: bool = True
+    rejections: int = 5
+    reason_chars: int = MAX_REASON_CHARS
+
+
+def build_messages(context: AgentContext, plan: Any, n: int, feedback: str, buffer: ExperienceBuffer,
+                   shape: PromptShape = PromptShape()) -> list[dict]:
     """System rules plus a user turn with the task card, plan, best so far, past rejections and feedback."""
-    parts = [f"Task:\n{context.task.card()}"]
+    rules = SYSTEM_PROMPT.format(functions=", ".join(ALLOWED_FUNCTIONS))
+    parts = [rules] if shape.frame else [f"Task:\n{context.task.card()}"]
     plan_text = _plan_text(plan)
     if plan_text:
         parts.append(f"Search plan:\n{plan_text[:1500]}")
-    best = buffer.as_prompt_text(5)
+    best = buffer.as_prompt_text(shape.best, fitted=shape.fitted)
     if best:
-        parts.append(f"Best equations so far (skeleton | valid NMSE, complexity | fitted):\n{best}")
-    rejected = buffer.rejections_text(5)
+        parts.append("Best equations so far (skeleton | valid NMSE, complexity"
+                     + (" | fitted" if shape.fitted else "") + f"):\n{best}")
+    rejected = buffer.rejections_text(shape.rejections)
     if rejected:
         parts.append(f"Earlier proposals that were rejected (do not repeat these mistakes):\n{rejected}")
     if feedback:
         parts.append(f"Feedback:\n{feedback[:1500]}")
     parts.append(f"Propose {n} diverse equations for {context.task.target_name} that could beat the best so far.")
-    system = SYSTEM_PROMPT.format(functions=", ".join(ALLOWED_FUNCTIONS))
+    system = shape.frame or rules
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
-
-
-_EXPR_CHARS = re.compile(r"^[\w\s.+\-*/^()\[\],]+$")
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)]|#+)\s*")
-
-
-def _text_lines(text: str) -> list[tuple[str, str]]:
-    """Fallback for non-JSON replies: lines (or their part after the last ``=``) that look like an expression."""
-    out = []
-    for raw in text.splitlines():
-        line = _BULLET.sub("", raw.strip().strip("`")).strip()
-        line = line.rsplit("=", 1)[-1]  # "y = ...", "I think f(x) = ..."
-        line = re.sub(r"^\s*(?:expression|equation)\s*:\s*", "", line, flags=re.I).strip().strip("`").rstrip(".,;")
-        if line and _EXPR_CHARS.match(line) and re.search(r"[+\-*/^(]", line):
-            out.append((line, ""))
-    return out
-
-
-def _from_json(value: Any) -> list[tuple[str, str]] | None:
-    """(expression, reason) pairs from any reasonable JSON shape, or None if there are none."""
-    if isinstance(value, dict):
-        for key in ("equations", "expressions", "candidates", "proposals"):
-            if isinstance(value.get(key), list):
-                return _from_json(value[key])
-        for key in ("expression", "equation", "expr"):
-            if isinstance(value.get(key), str):
-                return [(value[key], str(value.get("reason", "")))]
-        return None
-    if isinstance(value, list):
-        pairs = []
-        for item in value:
-            if isinstance(item, str):
-                pairs.append((item, ""))
-            elif isinstance(item, dict):
-                pairs += _from_json(item) or []
-        return pairs
-    return None
-
-
-def parse_proposals(text: str, n: int) -> list[tuple[str, str]]:
-    """Up to ``n`` (expression, reason) pairs from a reply: JSON first, then expression-looking lines."""
-    value, _ = parse_json_output(text or "")
-    pairs = _from_json(value) if value is not None else None
-    if not pairs:
-        pairs = _text_lines(text or "")
-    out = []
-    for expr, reason in pairs:
-        expr = str(expr).strip()
-        if expr:
-            out.append((expr, str(reason)[:MAX_REASON_CHARS]))
-    return out[:n]
 
 
 # -- generation --------------------------------------------------------------------------------------------------
 def _call(llm: Any, context: AgentContext, messages: list[dict], n: int, temperature: float | None,
-          max_tokens: int | None) -> str:
-    """One counted model call; returns the first usable text."""
+          max_tokens: int | None, timeout_s: float | None = None, reason_chars: int = MAX_REASON_CHARS) -> str:
+    """One counted model call; returns the first usable text (``timeout_s``: the call's cap, partial text kept)."""
     context.budget.check()
     try:
-        responses = llm.complete(messages, response_format=equations_response_format(n), n=1,
-                                 temperature=temperature, max_tokens=max_tokens)
+        responses = llm.complete(messages, response_format=equations_response_format(n, reason_chars), n=1,
+                                 temperature=temperature, max_tokens=max_tokens, timeout_s=timeout_s)
     except LLMError:
         context.budget.add_llm(1, 0)
         raise
@@ -288,8 +254,12 @@ def generate_equations(
     buffer: ExperienceBuffer | None = None,
     temperature: float | None = None,
     max_tokens: int | None = 1024,
+    repair: bool = True,
+    shape: PromptShape = PromptShape(),
+    timeout_s: float | None = None,
 ) -> list[Candidate]:
-    """Ask the model for ``n`` skeletons, fit and score them; one repair round for rejected proposals.
+    """Ask the model for ``n`` skeletons, fit and score them; one repair round for rejected proposals (unless
+    ``repair`` is off: a caller that asks again soon passes the reasons on through ``buffer`` instead).
 
     Returns the fitted candidates (best first); usable ones enter ``buffer`` and rejections are noted there, so
     a later call's prompt carries both. Raises ``BudgetExhausted`` if the budget is spent before the first call
@@ -299,8 +269,8 @@ def generate_equations(
     if llm is None:
         raise ValueError("no LLM: pass llm= or set context.llm")
     buffer = buffer if buffer is not None else ExperienceBuffer()
-    messages = build_messages(context, plan, n, feedback, buffer)
-    text = _call(llm, context, messages, n, temperature, max_tokens)
+    messages = build_messages(context, plan, n, feedback, buffer, shape)
+    text = _call(llm, context, messages, n, temperature, max_tokens, timeout_s, shape.reason_chars)
     seen: set[str] = set()
     fitted, rejected = _evaluate(parse_proposals(text, n), context, 1, seen, buffer)
     if not fitted and not rejected:
@@ -310,14 +280,14 @@ def generate_equations(
         buffer.note_rejection(r.expression, r.reason)
     buffer.extend(fitted)
 
-    if rejected and context.budget.exhausted() is None:
-        repair = messages + [
+    if repair and rejected and context.budget.exhausted() is None:
+        repair_messages = messages + [
             {"role": "assistant", "content": text or "(empty)"},
             {"role": "user", "content": "These proposals were rejected:\n" + "\n".join(r.line() for r in rejected)
              + f"\nPropose up to {len(rejected)} corrected equations in the same JSON format."},
         ]
         try:
-            text2 = _call(llm, context, repair, len(rejected), temperature, max_tokens)
+            text2 = _call(llm, context, repair_messages, len(rejected), temperature, max_tokens)
         except (LLMError, BudgetExhausted):
             text2 = ""
         more, rejected2 = _evaluate(parse_proposals(text2, len(rejected)), context, 2, seen, buffer)
