@@ -116,6 +116,20 @@ def same_search_result(a: str, b: str) -> bool:
         float(x) == pytest.approx(float(y), rel=1e-3, abs=1e-5) for x, y in zip(numbers_a, numbers_b))
 
 
+def same_verdict(a: Any, b: Any) -> bool:
+    """The symbolic check's verdict (equivalent, method, note) exactly; its numbers (refit constants, NMSE,
+    dropped near-zero terms) only as closely as the capped refit above allows."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_verdict(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_verdict(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-2, abs=1e-5)
+    if isinstance(a, str) and isinstance(b, str):
+        return same_search_result(a, b)
+    return a == b
+
+
 def test_benchmark_on_two_nodes_equals_the_local_run(cluster: Cluster, tmp_path: Path) -> None:
     tasks = toy.toy_tasks(4)
     run_benchmark(harness(), tasks, tmp_path / "local", seed=3)
@@ -137,7 +151,8 @@ def test_benchmark_on_two_nodes_equals_the_local_run(cluster: Cluster, tmp_path:
         for split in ("test_id", "test_ood"):
             assert rec["metrics"][split]["nmse"] == pytest.approx(local[name]["metrics"][split]["nmse"],
                                                                   rel=1e-2, abs=1e-9)
-        assert rec["symbolic"] == local[name]["symbolic"] and rec["llm_calls"] == local[name]["llm_calls"]
+        assert same_verdict(rec["symbolic"], local[name]["symbolic"])
+        assert rec["llm_calls"] == local[name]["llm_calls"]
         # the run folder came back to the driver, where the local executor writes it
         folder = tmp_path / "ray" / "runs" / name
         assert rec["run_dir"] == str(folder) and (folder / "result.json").is_file()
