@@ -102,10 +102,14 @@ def test_cli_solve_with_csv_and_backend_group(tmp_path: Path) -> None:
     harness = FrozenHarness.create(FrozenHarness.default().prompts, (0, 1, 0, 0, 0), sr_settings=TINY)
     path = harness.save(tmp_path / "h.json")
     proc = _solve_cli(f"harness={path}", f"data={csv}", "target=y", "llm=scripted", HYDRA_TEST_CONF, "backend=operon",
-                      f"hydra.run.dir={out}")
+                      'sr.term_library={any: ["0.5*x1", "x2**2"]}', f"hydra.run.dir={out}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads((out / "result.json").read_text())
     assert result["llm_calls"] == 1 and "test_id" in result["metrics"]
+    run = json.loads((out / "run.json").read_text())  # the library given on the command line was fitted
+    assert run["config"]["sr_settings"]["term_library"] == {"any": ["0.5*x1", "x2**2"]}
+    nodes = [json.loads(line) for line in (out / "nodes.jsonl").read_text().splitlines()]
+    assert any(c["source"] == "library" for n in nodes if n["kind"] == "sr" for c in n["candidates"])
     assert not (out / "pred_vs_true_ood.png").exists()
 
 

@@ -486,3 +486,30 @@ def test_extrapolation_selection_in_a_workflow_scores_every_candidate(task) -> N
                           sr_settings={**TINY, "selection": "extrapolation", "selection_tolerance": 3.0})
     assert result.candidates and all("edge" in c.metrics for c in result.candidates)
     assert result.best is not None and math.isfinite(result.best.metric("edge"))
+
+
+def test_the_term_library_fits_the_domains_terms_and_their_sum(task) -> None:
+    """term_library: the task's domain's terms (and those for every task) are fitted before the first SR run,
+    alone and summed; the sum of the right terms fits the law exactly, seeds the engine and joins the pool; a
+    term over inputs the task lacks is dropped with a note; off, no library candidates."""
+    library = {task.domain: ["-0.5*A", "0.1*A**2*exp(-0.3*t)", "0.2*P*log(10/P)"],
+               "biology": ["0.3*A"], "any": ["0.01"]}
+    settings = {**TINY, "term_library": library}
+    result = run_workflow(task, (0, 1, 0, 0, 0), None, scripted(), sr_settings=settings, seed=1)
+    node = next(n for n in result.state.nodes if n.kind == "sr")
+    library_cands = [c for c in node.candidates if c["source"] == "library"]
+    summed = [c for c in library_cands if "A**2" in c["equation"] or "A^2" in c["equation"]]
+    assert summed and min(c["metrics"]["valid"]["nmse"] for c in summed) < 1e-8  # -c0*A + c1*A**2*exp(-c2*t)
+    assert node.info["plan"]["seeds"]  # the good fits seed the engine
+    notes = node.info["hypothesis_notes"]
+    assert any("library term '0.2*P*log(10/P)' dropped" in n for n in notes)
+    assert result.best is not None and result.best.metric("valid") < 1e-8
+    plain = run_workflow(task, (0, 1, 0, 0, 0), None, scripted(), sr_settings=TINY, seed=1)
+    assert not any(c["source"] == "library" for n in plain.state.nodes if n.kind == "sr" for c in n.candidates)
+
+
+def test_a_term_library_is_bounded() -> None:
+    with pytest.raises(ValidationError, match="at most"):
+        SRSettings(term_library={"chemistry": [f"{i}.0*A" for i in range(30)]})
+    library = SRSettings(term_library={"x": ["a", "a", "b"], "y": ["z"], "any": ["b", "c"]})
+    assert library.library_terms("x") == ["a", "b", "c"] and library.library_terms("w") == ["b", "c"]

@@ -6,13 +6,16 @@ is not stopped by its budget makes ``expected_llm_calls`` role calls and ``expec
 
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence
+from typing import Annotated, Any, Literal, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from harness.engine.context import FitSettings
 from harness.runtime.role_agent import coerce_role_agents, role_calls
 from harness.sr.settings import EngineSettings
+
+MAX_LIBRARY_TERMS = 24  # per domain: each is a fit before the first SR run
+MAX_TERM_CHARS = 200
 
 
 class WorkflowParams(BaseModel):
@@ -131,6 +134,11 @@ class SRSettings(EngineSettings):
     going, the model (otherwise idle then) proposes ``evolve_proposals`` skeletons per round from the pool's best
     so far, our evaluator fits their constants and they join the pool; at most this many rounds, and only rounds
     that fit before the running SR runs end, so the solve takes no longer (0 = off).
+    ``term_library``: per task domain (``Task.domain``, e.g. "chemistry"; "any" for every task) the additive terms
+    known in that field, in the grammar over the task's input names, numbers as starting values (e.g.
+    ``-0.1*A/(1 + 0.5*A)``). Before the first SR runs each term, and their sum, is fitted like a hypothesis: good
+    fits seed the engine, and every term reaches the combination (a field's textbook terms, which a small model
+    does not recall; empty = off).
 
     The defaults are the shipped harness's engine settings (``workflows.harness.shipped_harness``; why each:
     docs/decisions.md): a setting not given anywhere is what the default harness solves with.
@@ -148,6 +156,20 @@ class SRSettings(EngineSettings):
     unguided_run: bool = True
     evolve_rounds: int = Field(0, ge=0, le=50)
     evolve_proposals: int = Field(3, ge=1, le=8)
+    term_library: dict[str, list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_TERM_CHARS)]]] = \
+        Field(default_factory=dict)
+
+    @field_validator("term_library")
+    @classmethod
+    def _library_size(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for domain, terms in value.items():
+            if len(terms) > MAX_LIBRARY_TERMS:
+                raise ValueError(f"term_library[{domain!r}] has {len(terms)} terms; at most {MAX_LIBRARY_TERMS}")
+        return value
+
+    def library_terms(self, domain: str) -> list[str]:
+        """The library's terms for a task of this domain (its own, then those for every task), each once."""
+        return list(dict.fromkeys(self.term_library.get(domain, []) + self.term_library.get("any", [])))
 
     @classmethod
     def coerce(cls, value: "SRSettings | dict[str, Any] | None") -> "SRSettings":

@@ -146,6 +146,8 @@ class _WorkflowRun(RoleSteps, SRSteps, EvolutionSteps):
         self.findings = ""
         self.analyst_node: int | None = None
         self.poor_hypotheses: list[Candidate] = []  # fitted but too poor alone: their terms may still be right
+        self.library: tuple[list[Candidate], list[str]] | None = None  # the term library, fitted once (sr_steps)
+        self._library_lock = threading.Lock()
         self.window = GuidedWindow()  # the guided SR runs in flight: the evolution channel proposes only then
         self.run_id = f"{os.getpid()}-{id(self)}-{time.time_ns()}"
 

@@ -4,7 +4,7 @@ and run by the engine (one ``sr`` node per run), the engine's unguided run, and 
 :class:`SRSteps` is mixed into :class:`workflows.runner._WorkflowRun`, which owns the state these steps use: the
 run context ``ctx`` (task, fit settings, ``search`` settings), ``settings`` (``SRSettings``), ``sr_tool`` and
 ``sr_gate`` (at most ``max_workers`` engine runs at once), ``state``, ``tracker``, ``seed``, ``warm_start``,
-``run_id``, ``poor_hypotheses``, and the bookkeeping ``_boundary``, ``_stop``, ``_error``, ``_record``.
+``run_id``, ``poor_hypotheses``, ``library``, and the bookkeeping ``_boundary``, ``_stop``, ``_error``, ``_record``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from harness.engine.candidates import Candidate, select_best
 from harness.engine.combine import CombineSettings, combine_terms
 from harness.engine.context import BudgetExhausted, evaluate_candidate
-from harness.engine.expression import ExpressionError
+from harness.engine.expression import ExpressionError, parse_expression
 from harness.runtime.nodes import NodeKind, NodeType
 from harness.sr.plan import SearchPlan
 from workflows.evidence import Branch, describe, short_equation
@@ -41,6 +41,10 @@ class SRSteps:
     warm_start: list[str]
     run_id: str
     poor_hypotheses: list[Candidate]
+    library: tuple[list[Candidate], list[str]] | None
+    task: Any
+    _lock: Any
+    _library_lock: Any
     window: Any
 
     def screen_hypotheses(self, texts: list[str], source: str = "hypothesis") -> tuple[list[Candidate], list[str]]:
@@ -66,6 +70,24 @@ class SRSteps:
             kept.append(cand)
         return kept, notes
 
+    def library_hypotheses(self) -> tuple[list[Candidate], list[str]]:
+        """The term library for the task's domain, fitted once per run (branches share it): each term over the
+        task's inputs alone and, when there are several, their sum with every constant free. Terms naming other
+        inputs are dropped with a note; poor fits go where the combination finds their terms."""
+        with self._library_lock:  # branches starting together wait for the one fit
+            if self.library is None:
+                terms, notes = [], []
+                for text in self.settings.library_terms(self.task.domain):
+                    try:
+                        parse_expression(text, self.ctx.variables, constants_as_params=True)
+                        terms.append(text)
+                    except ExpressionError as exc:
+                        notes.append(f"library term {text[:60]!r} dropped: {str(exc)[:120]}")
+                texts = terms + ([" + ".join(f"({t})" for t in terms)] if len(terms) > 1 else [])
+                kept, fit_notes = self.screen_hypotheses(texts, source="library")
+                self.library = (kept, notes + fit_notes)
+            return self.library
+
     def sr_step(self, branch: Branch, plan: PlanOutput, step: str) -> Candidate | None:
         """Screen the plan's hypotheses, admit the plan (repaired, widened to the harness's floor) and run the
         engine; the branch keeps what it finds."""
@@ -75,6 +97,9 @@ class SRSteps:
         if step == "initial" and self.warm_start:  # warm start: the previous front, refitted, seeds every branch
             warm, warm_notes = self.screen_hypotheses(self.warm_start, source="warm_start")
             good, notes = warm + good, warm_notes + notes
+        if step == "initial":  # the domain's known terms (SRSettings.term_library) seed every branch too
+            library, library_notes = self.library_hypotheses()
+            good, notes = library + good, notes + library_notes
         seeds = [c.expression for c in sorted(good, key=lambda c: c.sort_key())]
         if s.carry_best_seed and step != "initial":  # refinement starts from what works so far
             carried = [c.expression for c in sorted(branch.candidates, key=lambda c: c.sort_key())

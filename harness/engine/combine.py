@@ -168,7 +168,7 @@ def _text(subset: tuple[int, ...], weights: np.ndarray, terms: list[Term], varia
     return str(Expression(expr, variables))
 
 
-GUIDED_SOURCES = frozenset({"hypothesis", "seed", "warm_start"})  # candidate sources that are the model's words
+GUIDED_SOURCES = frozenset({"hypothesis", "seed", "warm_start", "library"})  # the model's words, and known terms
 
 
 def _own_terms(cand: Candidate, terms: list[Term], variables: Sequence[str]) -> tuple[int, ...]:
