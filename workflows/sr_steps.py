@@ -42,7 +42,6 @@ class SRSteps:
     run_id: str
     poor_hypotheses: list[Candidate]
     library: tuple[list[Candidate], list[str]] | None
-    task: Any
     _lock: Any
     _library_lock: Any
     window: Any
@@ -77,7 +76,7 @@ class SRSteps:
         with self._library_lock:  # branches starting together wait for the one fit
             if self.library is None:
                 terms, notes = [], []
-                for text in self.settings.library_terms(self.task.domain):
+                for text in self.settings.library_terms(self.ctx.task.domain):
                     try:
                         parse_expression(text, self.ctx.variables, constants_as_params=True)
                         terms.append(text)
