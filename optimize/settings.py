@@ -59,6 +59,9 @@ class Bounds(_Model):
     # The evolution channel (SRSettings.evolve_rounds, workflows/evolution.py): rounds to search over; None keeps
     # the seed harness's setting (no parameter).
     evolve_rounds: list[int] | None = None
+    # The residual run (SRSettings.residual_seconds, workflows/sr_steps.py): seconds of a branch's first run to
+    # search over; None keeps the seed harness's setting (no parameter).
+    residual_seconds: list[float] | None = None
 
 
 class Stage2Settings(_Model):

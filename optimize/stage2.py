@@ -126,19 +126,27 @@ def suggest_role_agents(trial: Trial, b: Bounds, w: WorkflowParams) -> dict[str,
     return agents
 
 
-def suggest_evolution(trial: Trial, b: Bounds) -> int | None:
-    """The evolution channel's rounds (``evolve_rounds``); None: the seed's setting stands (no parameter)."""
-    if not b.evolve_rounds:
-        return None
-    options = sorted(set(b.evolve_rounds))
-    return trial.suggest_categorical("evolve_rounds", options) if len(options) > 1 else options[0]
+SR_CHANNELS = ("evolve_rounds", "residual_seconds")  # SRSettings fields stage 2 searches where Bounds lists values
+
+
+def suggest_sr_channels(trial: Trial, b: Bounds) -> dict[str, Any]:
+    """The SR channels' settings of this trial (``Bounds.evolve_rounds``: LLM-SR's proposal rounds,
+    ``Bounds.residual_seconds``: the residual run); a channel without values keeps the seed's setting (no
+    parameter)."""
+    out: dict[str, Any] = {}
+    for name in SR_CHANNELS:
+        values = getattr(b, name)
+        if values:
+            options = sorted(set(values))
+            out[name] = trial.suggest_categorical(name, options) if len(options) > 1 else options[0]
+    return out
 
 
 def spec_for(base: Harness, pool: dict[str, list[str]], w: WorkflowParams, idx: dict[str, int],
-             agents: dict[str, RoleAgentConfig] | None = None, evolve_rounds: int | None = None) -> Harness:
+             agents: dict[str, RoleAgentConfig] | None = None, sr_channels: dict[str, Any] | None = None) -> Harness:
     spec = base.with_workflow(w).with_prompts(**{role: pool[role][i] for role, i in idx.items()})
-    if evolve_rounds is not None:
-        spec = spec.with_sr_settings(evolve_rounds=int(evolve_rounds))
+    if sr_channels:
+        spec = spec.with_sr_settings(**sr_channels)
     return spec.with_changes(role_agents=dict(agents or {}))
 
 
@@ -200,8 +208,8 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
     def objective(trial: Trial) -> float:
         trial.set_user_attr("worker", worker_id())
         w, idx, agents = suggest(trial, s, pool_sizes, workflows)
-        evolve = suggest_evolution(trial, s.bounds)
-        spec = spec_for(ctx.base, pool, w, idx, agents, evolve)
+        channels = suggest_sr_channels(trial, s.bounds)
+        spec = spec_for(ctx.base, pool, w, idx, agents, channels)
         trials = trial.study.get_trials(deepcopy=False)
         if slots_taken(trials, trial.number, s.n_trials):
             trial.study.stop()
@@ -225,7 +233,7 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
         trial.set_user_attr("workflow", list(w.as_tuple()))
         trial.set_user_attr("prompt_index", idx)
         trial.set_user_attr("role_agents", {r: a.model_dump(mode="json") for r, a in agents.items()})
-        trial.set_user_attr("evolve_rounds", evolve)
+        trial.set_user_attr("sr_channels", channels)
         trial.set_user_attr("digest", spec.identity_digest)
         trial.set_user_attr("new_evaluations", summary.n_new)
         trial.set_user_attr("cache_hits", summary.n_cached)
@@ -299,12 +307,12 @@ def run_stage2(ctx: OptimizeContext, pool: dict[str, list[str]]) -> dict[str, An
     else:
         w = WorkflowParams.from_tuple(best.user_attrs["workflow"])
         agents = best.user_attrs.get("role_agents") or {}
-        evolve = best.user_attrs.get("evolve_rounds")
+        channels = best.user_attrs.get("sr_channels") or {}
         spec = spec_for(ctx.base, pool, w, {k: int(v) for k, v in best.user_attrs["prompt_index"].items()},
-                        role_agent_settings(agents), evolve)
+                        role_agent_settings(agents), channels)
         chosen = {"trial": best.number, "acc": best.user_attrs["acc"],
                   "llm_calls_per_task": best.user_attrs.get("llm_calls_per_task"), "workflow": list(w.as_tuple()),
-                  "prompt_index": best.user_attrs["prompt_index"], "role_agents": agents, "evolve_rounds": evolve}
+                  "prompt_index": best.user_attrs["prompt_index"], "role_agents": agents, **channels}
     adaptation: list[dict[str, Any]] = []
     try:
         spec, adaptation = adapt(ctx, spec, batch)

@@ -248,27 +248,29 @@ def test_stage2_searches_the_code_tool_for_the_roles_that_read_data(tmp_path):
     assert spec.role_agents["analyst"].tools == ("run_python",) and "planner" not in spec.role_agents
 
 
-def test_stage2_searches_the_evolution_channel_only_when_its_bounds_say_so(tmp_path):
-    """Scores reward the evolution channel: with bounds [0, 4] it is searched and the chosen harness carries
-    it; without bounds (the default) no parameter is made and the seed's setting stands."""
+@pytest.mark.parametrize("channel, values", [("evolve_rounds", [0, 4]), ("residual_seconds", [0.0, 20.0])])
+def test_stage2_searches_an_sr_channel_only_when_its_bounds_say_so(tmp_path, channel, values):
+    """Scores reward the channel (the evolution rounds, the residual run): with two values in its bounds it is
+    searched and the chosen harness carries the rewarded one; without bounds (the default) no parameter is made
+    and the seed's setting stands."""
 
     def rule(params, prompts, task, agents, sr_settings):
-        return sr_settings.evolve_rounds == 4
+        return getattr(sr_settings, channel) == values[1]
 
     bounds = {"branches": [1, 1], "repair_rounds": [0, 0], "discussion_rounds": [0, 0], "use_analyst": [False],
               "use_synthesizer": [False], "role_tools": [False], "role_samples": [1, 1]}
     overrides = {"stage2": {"n_trials": 6, "minibatch": 1, "adapt_steps": 0, "n_startup_trials": 6,
-                            "bounds": {**bounds, "evolve_rounds": [0, 4]}}}
+                            "bounds": {**bounds, channel: values}}}
     ctx, _ = context(tmp_path / "searched", rule, overrides)
     result = run_stage2(ctx, {r: [t] for r, t in SEED_PROMPTS.items()})
-    assert {t["params"]["evolve_rounds"] for t in result["trials"]} == {0, 4}
-    assert result["chosen"]["evolve_rounds"] == 4
-    assert Harness.from_dict(result["harness"]).sr_settings["evolve_rounds"] == 4
+    assert {t["params"][channel] for t in result["trials"]} == set(values)
+    assert result["chosen"][channel] == values[1]
+    assert Harness.from_dict(result["harness"]).sr_settings[channel] == values[1]
     overrides["stage2"]["bounds"] = bounds
     ctx, _ = context(tmp_path / "seed", rule, overrides)
     result = run_stage2(ctx, {r: [t] for r, t in SEED_PROMPTS.items()})
-    assert all("evolve_rounds" not in t["params"] for t in result["trials"])
-    assert Harness.from_dict(result["harness"]).sr_settings.get("evolve_rounds", 0) == 0
+    assert all(channel not in t["params"] for t in result["trials"])
+    assert Harness.from_dict(result["harness"]).sr_settings.get(channel, 0) == 0
 
 
 def test_fixed_pool_space_is_a_seeded_presample(tmp_path):

@@ -490,8 +490,9 @@ def test_extrapolation_selection_in_a_workflow_scores_every_candidate(task) -> N
 
 def test_the_term_library_fits_the_domains_terms_and_their_sum(task) -> None:
     """term_library: the task's domain's terms (and those for every task) are fitted before the first SR run,
-    alone and summed; the sum of the right terms fits the law exactly, seeds the engine and joins the pool; a
-    term over inputs the task lacks is dropped with a note; off, no library candidates."""
+    alone and summed; the sum of the right terms fits the law exactly and joins the pool, but does not seed the
+    engine (the model's hypotheses keep its seed slots); a term over inputs the task lacks is dropped with a note;
+    off, no library candidates."""
     library = {task.domain: ["-0.5*A", "0.1*A**2*exp(-0.3*t)", "0.2*P*log(10/P)"],
                "biology": ["0.3*A"], "any": ["0.01"]}
     settings = {**TINY, "term_library": library}
@@ -500,12 +501,40 @@ def test_the_term_library_fits_the_domains_terms_and_their_sum(task) -> None:
     library_cands = [c for c in node.candidates if c["source"] == "library"]
     summed = [c for c in library_cands if "A**2" in c["equation"] or "A^2" in c["equation"]]
     assert summed and min(c["metrics"]["valid"]["nmse"] for c in summed) < 1e-8  # -c0*A + c1*A**2*exp(-c2*t)
-    assert node.info["plan"]["seeds"]  # the good fits seed the engine
+    seeds = node.info["plan"]["seeds"]
+    assert seeds and not {c["expression"] for c in library_cands} & set(seeds)  # the model's seeds only
     notes = node.info["hypothesis_notes"]
     assert any("library term '0.2*P*log(10/P)' dropped" in n for n in notes)
     assert result.best is not None and result.best.metric("valid") < 1e-8
     plain = run_workflow(task, (0, 1, 0, 0, 0), None, scripted(), sr_settings=TINY, seed=1)
     assert not any(c["source"] == "library" for n in plain.state.nodes if n.kind == "sr" for c in n.candidates)
+
+
+def test_a_residual_run_searches_what_the_best_hypothesis_leaves(task) -> None:
+    """residual_seconds: the branch's first run hands that many seconds to an engine run on y - f(x), f the best
+    kept hypothesis; its equations come back as f + g refitted on the task (source "residual"), better than f
+    alone; the solve's SR seconds stay the same. Off (0), there is no residual run."""
+    settings = {**TINY, "time_budget": 2, "term_library": {task.domain: ["-0.5*A"]}, "residual_seconds": 1}
+    result = run_workflow(task, (0, 1, 0, 0, 0), None, scripted(), sr_settings=settings, seed=1)
+    sr = [n for n in result.state.nodes if n.kind == "sr"]
+    guided = next(n for n in sr if n.info["step"] == "initial")
+    residual = next(n for n in sr if n.info["step"] == "residual")
+    assert guided.info["plan"]["time_budget"] == pytest.approx(1.0)
+    assert residual.info["plan"]["time_budget"] == pytest.approx(1.0) and residual.parent == guided.id
+    assert any("residual run" in c for c in guided.info["plan_changes"])
+    base = min(guided.candidates, key=lambda c: c["metrics"]["valid"]["nmse"] if c["source"] in (
+        "library", "hypothesis") else math.inf)
+    assert any(c.startswith("target: y - (") for c in residual.info["plan_changes"])
+    lifted = residual.candidates
+    assert lifted and all(c["source"] == "residual" for c in lifted)
+    assert all(math.isfinite(c["metrics"]["test_ood"]["nmse"]) for c in lifted)  # scored on the task itself
+    assert min(c["metrics"]["valid"]["nmse"] for c in lifted) < base["metrics"]["valid"]["nmse"]
+    assert result.solver_runs == 2
+    off = run_workflow(task, (0, 1, 0, 0, 0), None, scripted(), sr_settings={**settings, "residual_seconds": 0},
+                       seed=1)
+    steps = [n.info["step"] for n in off.state.nodes if n.kind == "sr"]
+    assert steps == ["initial"]
+    assert next(n for n in off.state.nodes if n.kind == "sr").info["plan"]["time_budget"] == pytest.approx(2.0)
 
 
 def test_a_term_library_is_bounded() -> None:

@@ -102,8 +102,9 @@ def engine_seed(seed: int, branch: int, step: int, after_unguided: bool) -> int:
 
 
 def expected_solver_runs(params: WorkflowParams, sr_settings: "SRSettings | dict[str, Any] | None" = None) -> int:
-    """SR runs of a full run: one after every plan (planner, repair, discussion, synthesizer), plus the unguided
-    run when ``sr_settings.unguided_run`` is on."""
+    """SR runs of a full run, each of ``time_budget`` seconds: one after every plan (planner, repair, discussion,
+    synthesizer), plus the unguided run when ``sr_settings.unguided_run`` is on. (A branch's residual run,
+    ``SRSettings.residual_seconds``, takes its seconds out of the branch's first run, so it is not counted.)"""
     b = params.branches
     unguided = int(SRSettings.coerce(sr_settings).unguided_run) if sr_settings is not None else 0
     return b + b * params.repair_rounds + b * params.discussion_rounds + int(params.use_synthesizer) + unguided
@@ -137,8 +138,15 @@ class SRSettings(EngineSettings):
     ``term_library``: per task domain (``Task.domain``, e.g. "chemistry"; "any" for every task) the additive terms
     known in that field, in the grammar over the task's input names, numbers as starting values (e.g.
     ``-0.1*A/(1 + 0.5*A)``). Before the first SR runs each term, and their sum, is fitted like a hypothesis: good
-    fits seed the engine, and every term reaches the combination (a field's textbook terms, which a small model
-    does not recall; empty = off).
+    fits join the pool (not the engine's seeds: as seeds they crowded out the model's), and every term reaches
+    the combination (a field's textbook terms, which a small model does not recall; empty = off).
+    ``residual_seconds``: of a branch's first SR run, this many seconds go to an engine run on what the best kept
+    hypothesis (the model's, or the library's) leaves unexplained, y - f(x). Each of the ``residual_candidates``
+    most accurate equations g on that run's front gives f + g, refitted in full, which joins the pool (source
+    "residual") and the combination. Why: the model's known part of a law is often right while the engine misses
+    the unusual terms beside it; on the residual those terms are the whole target, often over fewer inputs, and a
+    run from scratch must find the known part first. The solve's SR seconds stay the same (at most half the
+    branch's first run; 0 = off; no kept hypothesis = no residual run).
 
     The defaults are the shipped harness's engine settings (``workflows.harness.shipped_harness``; why each:
     docs/decisions.md): a setting not given anywhere is what the default harness solves with.
@@ -156,6 +164,8 @@ class SRSettings(EngineSettings):
     unguided_run: bool = True
     evolve_rounds: int = Field(0, ge=0, le=50)
     evolve_proposals: int = Field(3, ge=1, le=8)
+    residual_seconds: float = Field(0.0, ge=0)
+    residual_candidates: int = Field(8, ge=1, le=32)
     term_library: dict[str, list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_TERM_CHARS)]]] = \
         Field(default_factory=dict)
 

@@ -1,10 +1,12 @@
 """The SR side of a workflow run: hypotheses screened by fitting, a role's plan admitted under the harness's floor
-and run by the engine (one ``sr`` node per run), the engine's unguided run, and the term combination at the end.
+and run by the engine (one ``sr`` node per run), the engine's unguided run, a branch's residual run, and the term
+combination at the end.
 
 :class:`SRSteps` is mixed into :class:`workflows.runner._WorkflowRun`, which owns the state these steps use: the
 run context ``ctx`` (task, fit settings, ``search`` settings), ``settings`` (``SRSettings``), ``sr_tool`` and
 ``sr_gate`` (at most ``max_workers`` engine runs at once), ``state``, ``tracker``, ``seed``, ``warm_start``,
-``run_id``, ``poor_hypotheses``, ``library``, and the bookkeeping ``_boundary``, ``_stop``, ``_error``, ``_record``.
+``run_id``, ``poor_hypotheses``, ``library``, and the bookkeeping ``stopped``, ``_boundary``, ``_stop``, ``_error``,
+``_record``.
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
-from harness.engine.candidates import Candidate, select_best
-from harness.engine.combine import CombineSettings, combine_terms
-from harness.engine.context import BudgetExhausted, evaluate_candidate
+import numpy as np
+
+from harness.engine.candidates import NMSE_FLOOR, Candidate, pareto_front, select_best
+from harness.engine.combine import GUIDED_SOURCES, CombineSettings, combine_terms
+from harness.engine.context import AgentContext, BudgetExhausted, evaluate_candidate
 from harness.engine.expression import ExpressionError, parse_expression
+from harness.engine.task import Split
 from harness.runtime.nodes import NodeKind, NodeType
 from harness.sr.plan import SearchPlan
+from harness.sr.tools import RunSRSearchTool
 from workflows.evidence import Branch, describe, short_equation
 from workflows.params import engine_seed
 from workflows.roles import PlanOutput
@@ -44,6 +50,7 @@ class SRSteps:
     library: tuple[list[Candidate], list[str]] | None
     _lock: Any
     _library_lock: Any
+    stopped: bool
     window: Any
 
     def screen_hypotheses(self, texts: list[str], source: str = "hypothesis") -> tuple[list[Candidate], list[str]]:
@@ -96,10 +103,10 @@ class SRSteps:
         if step == "initial" and self.warm_start:  # warm start: the previous front, refitted, seeds every branch
             warm, warm_notes = self.screen_hypotheses(self.warm_start, source="warm_start")
             good, notes = warm + good, warm_notes + notes
-        if step == "initial":  # the domain's known terms (SRSettings.term_library) seed every branch too
-            library, library_notes = self.library_hypotheses()
-            good, notes = library + good, notes + library_notes
         seeds = [c.expression for c in sorted(good, key=lambda c: c.sort_key())]
+        if step == "initial":  # the domain's known terms (SRSettings.term_library) join the pool, not the seeds
+            library, library_notes = self.library_hypotheses()
+            good, notes = good + library, notes + library_notes
         if s.carry_best_seed and step != "initial":  # refinement starts from what works so far
             carried = [c.expression for c in sorted(branch.candidates, key=lambda c: c.sort_key())
                        if math.isfinite(c.metric("valid"))]
@@ -112,6 +119,12 @@ class SRSteps:
             raw["extras"] = {"population_key": f"{self.run_id}/{branch.index}",
                              "continue_population": step != "initial"}
         admitted, changes = self.search.admit(raw, self.ctx.variables)
+        base = self.residual_base(good) if step == "initial" else None
+        residual_seconds = 0.0
+        if base is not None:  # the residual run's seconds come out of this run's
+            residual_seconds = min(s.residual_seconds, admitted.time_budget / 2)
+            admitted = admitted.model_copy(update={"time_budget": admitted.time_budget - residual_seconds})
+            changes = [*changes, f"time_budget: {residual_seconds:g} s go to the residual run"]
         ran = self._engine_call(f"sr-{branch.index}-{branch.steps}", admitted, changes, branch, step, good, notes)
         if ran is None:
             return None
@@ -129,12 +142,69 @@ class SRSteps:
             branch.history.append(f"SR run ({step}) failed: {error[:200]}")
         else:
             branch.history.append(f"SR run ({step}): best {describe(found)}")
+        if base is not None and not self.stopped:
+            self.residual_run(branch, base, residual_seconds)
         return found
 
+    def residual_base(self, good: list[Candidate]) -> Candidate | None:
+        """The kept hypothesis (the model's, the library's) a residual run builds on: the best by validation NMSE,
+        unless it is already exact; ``None`` when residual runs are off or nothing was kept."""
+        if self.settings.residual_seconds <= 0:
+            return None
+        usable = [c for c in good if c.source in GUIDED_SOURCES and NMSE_FLOOR < c.metric("valid") < 1.0]
+        return min(usable, key=lambda c: c.sort_key()) if usable else None
+
+    def residual_run(self, branch: Branch, base: Candidate, seconds: float) -> None:
+        """An engine run on y - f(x) (``SRSettings.residual_seconds``), recorded as an ``sr`` node whose
+        candidates are f + g for the front's equations g, every constant refitted on the task."""
+        task = self.ctx.task
+        try:
+            f = parse_expression(base.equation, self.ctx.variables)
+            with np.errstate(all="ignore"):
+                fx = np.asarray(f(task.train.X), dtype=float) * np.ones(task.train.n)
+        except (ExpressionError, TypeError, ValueError, ZeroDivisionError) as exc:
+            branch.history.append(f"residual run skipped: {str(exc)[:120]}")
+            return
+        if not np.all(np.isfinite(fx)):
+            branch.history.append("residual run skipped: the base equation is not finite on every training row")
+            return
+        residual_task = replace(task, name=f"{task.name}-residual", train=Split(task.train.X, task.train.y - fx),
+                                test_id=None, test_ood=None, ground_truth=None, metadata={})
+        rctx = AgentContext(task=residual_task, seed=self.ctx.seed, fit=self.ctx.fit, budget=self.ctx.budget,
+                            cancel_event=self.ctx.cancel_event, search=self.search)
+        plan, changes = self.search.admit(
+            self.settings.floor().model_copy(update={"seed": engine_seed(self.seed, branch.index, 99, True)}),
+            self.ctx.variables)
+        plan = plan.model_copy(update={"time_budget": seconds})
+
+        def lift(found: list[Candidate]) -> list[Candidate]:
+            out = []
+            for g in pareto_front(found)[-self.settings.residual_candidates:]:
+                try:
+                    out.append(evaluate_candidate(f"({base.equation}) + ({g.equation})", self.ctx,
+                                                  source="residual", constants_as_params=True))
+                except ExpressionError:
+                    continue
+            return [c for c in out if math.isfinite(c.metric("valid"))]
+
+        ran = self._engine_call(f"sr-{branch.index}-residual", plan, [*changes, f"target: y - ({base.equation})"],
+                                branch, "residual", [], [], tool=RunSRSearchTool(rctx), lift=lift)
+        if ran is None:
+            return
+        node_id, found_here, error = ran
+        branch.last_node = node_id
+        branch.candidates.extend(found_here)
+        best = select_best(found_here)
+        branch.history.append(f"SR run on the residual of {short_equation(base.equation, 60)}: "
+                              + (f"failed: {error[:160]}" if error else f"best {describe(best)}"))
+
     def _engine_call(self, call_id: str, plan: SearchPlan, changes: list[str], branch: Branch, step: str,
-                     good: list[Candidate], notes: list[str]) -> tuple[int, list[Candidate], str | None] | None:
-        """One call of the SR tool (at most ``max_workers`` at once), recorded as an ``sr`` node holding the
-        engine's candidates and the fitted hypotheses ``good``; ``None`` when the run must stop."""
+                     good: list[Candidate], notes: list[str], *, tool: Any = None,
+                     lift: Callable[[list[Candidate]], list[Candidate]] | None = None,
+                     ) -> tuple[int, list[Candidate], str | None] | None:
+        """One call of the SR tool (``tool``: another context's, e.g. a residual run's; at most ``max_workers``
+        at once), recorded as an ``sr`` node holding the engine's candidates (through ``lift`` when they solve
+        another target) and the fitted hypotheses ``good``; ``None`` when the run must stop."""
         if not self._boundary("sr run"):
             return None
         with self.sr_gate:
@@ -144,7 +214,7 @@ class SRSteps:
             guided = branch.index >= 0  # the evolution channel proposes while these run, not the unguided one
             token = self.window.enter(plan.time_budget) if guided else None
             try:
-                call = self.sr_tool.call_plan(plan, changes, call_id=call_id)
+                call = (tool or self.sr_tool).call_plan(plan, changes, call_id=call_id)
             finally:
                 if token is not None:
                     self.window.leave(token)
@@ -155,7 +225,8 @@ class SRSteps:
         error = record.get("error") if call.ok else call.error
         if error:
             self._error(f"{branch.label} sr ({step}): {error}")
-        found_here = good + [Candidate.from_record(r) for r in record.get("candidates", [])]
+        engine = [Candidate.from_record(r) for r in record.get("candidates", [])]
+        found_here = good + (lift(engine) if lift is not None else engine)
         summary = {k: v for k, v in record.items() if k not in ("candidates", "front", "best", "info")}
         node_id = self._record(
             NodeKind.of(NodeType.SR), parent=branch.last_node, branch=branch.label, candidates=found_here,

@@ -168,7 +168,8 @@ def _text(subset: tuple[int, ...], weights: np.ndarray, terms: list[Term], varia
     return str(Expression(expr, variables))
 
 
-GUIDED_SOURCES = frozenset({"hypothesis", "seed", "warm_start", "library"})  # the model's words, and known terms
+# the model's words, known terms, and equations built on them (a residual run's f + g)
+GUIDED_SOURCES = frozenset({"hypothesis", "seed", "warm_start", "library", "residual"})
 
 
 def _own_terms(cand: Candidate, terms: list[Term], variables: Sequence[str]) -> tuple[int, ...]:
