@@ -307,7 +307,10 @@ def run_stage2(ctx: OptimizeContext, pool: dict[str, list[str]]) -> dict[str, An
     else:
         w = WorkflowParams.from_tuple(best.user_attrs["workflow"])
         agents = best.user_attrs.get("role_agents") or {}
-        channels = best.user_attrs.get("sr_channels") or {}
+        channels = best.user_attrs.get("sr_channels")
+        if channels is None:  # a trial stored before SR_CHANNELS kept its one channel on its own
+            old = best.user_attrs.get("evolve_rounds")
+            channels = {} if old is None else {"evolve_rounds": old}
         spec = spec_for(ctx.base, pool, w, {k: int(v) for k, v in best.user_attrs["prompt_index"].items()},
                         role_agent_settings(agents), channels)
         chosen = {"trial": best.number, "acc": best.user_attrs["acc"],
