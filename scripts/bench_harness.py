@@ -2,7 +2,7 @@
 
     python scripts/bench_harness.py [--out runs/bench_harness] [--suite lsr_like] [--n-per-domain 3] [--split test]
         [--option key=value ...] [--llm-sr ../shared/data/llm-sr | --llm-sr ''] [--harness default] [--ablation]
-        [--tasks NAME ...]
+        [--tasks NAME ...] [--llm KEY=VALUE ...] [--sr KEY=VALUE ...] [--prompt ROLE=FILE ...]
         [--reuse engine=runs/<earlier>/results.jsonl]   # the engine alone does not change with the harness
 
 Arms (each task, same seed):
@@ -18,6 +18,12 @@ Arms (each task, same seed):
 - ``engine+combine`` (``--ablation``): the engine arm's own pool completed by term combination
   (``harness.engine.combine``), derived from the engine record without another run (exact: combination never
   changes a search), so the table tells the combination tool's share from the model's terms' share.
+
+Overrides (``--llm``, ``--sr``, ``--prompt``, each repeatable) change the loaded harness before the run, so a
+channel or a stronger model is one command: ``--sr residual_seconds=30``, ``--prompt planner=my_planner.md``,
+``--llm provider=openai --llm base_url=http://host:8000/v1 --llm model=Qwen/Qwen2.5-7B-Instruct``. Values are
+read as YAML (numbers, booleans, lists, mappings). The changed harness gets its own digest; every record carries
+it, and an ``--out`` folder holding another harness's records is refused (its rerun would skip the tasks).
 
 Tasks: a suite (``--suite``: ``lsr_like`` by default, the LSR-Synth-grade generator; ``synthetic`` for the easier
 suite of the earlier figures; ``lsr_transform``; any suite with ``--option``), its ``--split`` (``test`` = the
@@ -43,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 import benchmarks
 from benchmarks.runner import load_records
@@ -51,6 +58,7 @@ from harness.engine.candidates import Candidate, dedupe, select
 from harness.engine.combine import combine_terms
 from harness.engine.context import AgentContext, FitSettings, add_edge_scores
 from harness.engine.symbolic import task_symbolic_match
+from harness.llm.config import LLMConfig
 from harness.sr.backends import run_search
 from workflows.params import SRSettings, engine_seed, expected_solver_runs
 
@@ -67,6 +75,53 @@ SELECTION_RULES = [("accuracy", 0.0), ("parsimony", 0.5), ("extrapolation", 0.5)
 # point within tau, LLM-SRBench's Acc_tau (its published PySR / LLM-SR / agent figures are on this reading).
 FIGURES = [("test_id", "acc_0.01"), ("test_id", "acc_0.001"), ("test_ood", "acc_0.01"), ("test_ood", "acc_0.001"),
            ("test_id", "acc_all_0.01"), ("test_ood", "acc_all_0.01")]
+
+
+def parse_overrides(pairs: list[str], what: str) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs, each value read as YAML (``30`` a number, ``[a, b]`` a list, text stays text)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--{what} takes KEY=VALUE, got {pair!r}")
+        try:
+            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError as exc:
+            raise SystemExit(f"--{what} {key}: cannot read {value!r}: {exc}") from None
+    return out
+
+
+def with_overrides(harness: FrozenHarness, *, llm: list[str] = (), sr: list[str] = (),
+                   prompts: list[str] = ()) -> FrozenHarness:
+    """The harness with LLM settings, SR settings and role prompts (``ROLE=FILE``) replaced, validated as any
+    harness is (an unknown SR setting or role is an error here, not a silently ignored flag)."""
+    changes: dict[str, Any] = {}
+    if llm:
+        given = parse_overrides(list(llm), "llm")
+        unknown = sorted(set(given) - set(LLMConfig.model_fields))
+        if unknown:  # llm_config drops keys it does not know; a typo must not run the old model silently
+            raise SystemExit(f"--llm {unknown[0]}: not an LLM setting; known: {', '.join(LLMConfig.model_fields)}")
+        changes["llm"] = {**harness.llm, **given}
+    if sr:
+        changes["sr_settings"] = SRSettings.coerce({**harness.sr_settings, **parse_overrides(list(sr), "sr")})
+    if prompts:
+        texts = dict(harness.prompts)
+        for role, path in parse_overrides(list(prompts), "prompt").items():
+            texts[role] = Path(str(path)).read_text(encoding="utf-8")
+        changes["prompts"] = texts
+    if not changes:
+        return harness
+    harness.llm_config(changes.get("llm"))  # an LLM setting the client does not know fails here, before any task
+    return harness.with_changes(**changes)
+
+
+def check_out_folder(records: list[dict[str, Any]], digest: str, out: Path) -> None:
+    """One harness per results file: a rerun skips finished (arm, task) pairs, so another harness's records there
+    would be reported as this one's."""
+    other = sorted({r["harness"] for r in records if r.get("harness") and r["harness"] != digest})
+    if other:
+        raise SystemExit(f"{out} holds records of harness {other[0]} (this run's is {digest}); "
+                         "use another --out for a changed harness")
 
 
 def metric(record: dict[str, Any], split: str, name: str) -> float:
@@ -268,12 +323,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ablation", action="store_true", help="also run the engine with the harness's selection, the engine as restarts (the harness's run count), and derive engine+combine from the engine arm")
     parser.add_argument("--arms", nargs="*", help="run only these arms (harness, engine, engine+sel, engine-restarts, engine+combine)")
+    parser.add_argument("--llm", action="append", default=[], metavar="KEY=VALUE",
+                        help="LLM setting of the harness (repeatable), e.g. provider=openai, base_url=..., model=...")
+    parser.add_argument("--sr", action="append", default=[], metavar="KEY=VALUE",
+                        help="SR setting of the harness (repeatable), e.g. residual_seconds=30")
+    parser.add_argument("--prompt", action="append", default=[], metavar="ROLE=FILE",
+                        help="a role's prompt from a file (repeatable), e.g. planner=planner.md")
     parser.add_argument("--reuse", nargs="*", default=[], metavar="ARM=RESULTS",
                         help="take ARM's records from an earlier results.jsonl (same tasks, engine settings, seed and "
                              "machine) instead of running it again; they are marked reused_from")
     args = parser.parse_args(argv)
 
     harness = FrozenHarness.default() if args.harness == "default" else FrozenHarness.load(args.harness)
+    harness = with_overrides(harness, llm=args.llm, sr=args.sr, prompts=args.prompt)
     settings = SRSettings.coerce(harness.sr_settings)
     sr_seconds = expected_solver_runs(harness.workflow, settings) * settings.time_budget
     arms = ["harness", "engine"] + (["engine+sel", "engine-restarts", "engine+combine"] if args.ablation else [])
@@ -282,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
+    check_out_folder(load_records(results), harness.digest[:19], out)
     done = {(r["arm"], r["task"]) for r in load_records(results)}
     tasks = load_tasks(args)
     for spec in args.reuse:
@@ -317,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
                 rec = {"equation": None, "metrics": {}, "llm_calls": None, "error": f"{type(exc).__name__}: {exc}",
                        "traceback": traceback.format_exc()[-2000:], "seconds": round(time.perf_counter() - t0, 2)}
             match = task_symbolic_match(task, rec.get("equation"))
-            rec.update(arm=arm, task=task.name, suite=suite, domain=task.domain, ground_truth=task.ground_truth,
+            rec.update(arm=arm, harness=harness.digest[:19], task=task.name, suite=suite, domain=task.domain, ground_truth=task.ground_truth,
                        seed=args.seed, split=task.metadata.get("split", args.split),
                        symbolic=match.to_record() if match else None)
             with results.open("a", encoding="utf-8") as fh:
