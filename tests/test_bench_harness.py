@@ -16,15 +16,16 @@ from tests.doubles import SCRIPTED
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("bench_harness_script", ROOT / "scripts" / "bench_harness.py")
+def _script(name: str):
+    """A script of scripts/ as a module (they are run as files, not imported as a package)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_script", ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
 
-bench = _script()
+bench = _script("bench_harness")
 
 
 def test_overrides_change_the_harness_and_its_digest(tmp_path: Path) -> None:
@@ -69,21 +70,13 @@ def test_a_run_records_its_harness_and_refuses_a_folder_of_another(tmp_path: Pat
         bench.main(common + ["--sr", "time_budget=3"])
 
 
-def _probe_script():
-    spec = importlib.util.spec_from_file_location("probe_planner_script", ROOT / "scripts" / "probe_planner.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_planner_probe_scores_what_a_prompt_makes_the_model_write() -> None:
     """The scripted model writes the toy's law only when the prompt names the periodic hypothesis: the probe fits
     it (exact, tiny validation NMSE) and its summary tells the two prompts apart."""
     from tests.doubles import PHRASE, ScriptedLLM, respond, toy_tasks
     from workflows.params import SRSettings
 
-    probe = _probe_script()
+    probe = _script("probe_planner")
     llm = ScriptedLLM(fn=respond)
     base = FrozenHarness.default().prompts["planner"]
     records = []
@@ -107,5 +100,5 @@ def test_the_planner_probe_records_a_dead_model_as_a_failed_call() -> None:
         def complete(self, *args, **kwargs):
             raise ConnectionError("server gone")
 
-    rec = _probe_script().probe(Dead(), "plan", toy_tasks(1)[0], 0, 0, SRSettings())
+    rec = _script("probe_planner").probe(Dead(), "plan", toy_tasks(1)[0], 0, 0, SRSettings())
     assert rec["error"].startswith("ConnectionError") and rec["fits"] == [] and rec["best_valid_nmse"] is None
