@@ -117,8 +117,10 @@ def with_overrides(harness: FrozenHarness, *, llm: list[str] = (), sr: list[str]
 
 def check_out_folder(records: list[dict[str, Any]], digest: str, out: Path) -> None:
     """One harness per results file: a rerun skips finished (arm, task) pairs, so another harness's records there
-    would be reported as this one's."""
-    other = sorted({r["harness"] for r in records if r.get("harness") and r["harness"] != digest})
+    would be reported as this one's. Records taken with ``--reuse`` (an engine arm from another harness's run)
+    are not this run's harness and do not count."""
+    other = sorted({r["harness"] for r in records
+                    if r.get("harness") and r["harness"] != digest and not r.get("reused_from")})
     if other:
         raise SystemExit(f"{out} holds records of harness {other[0]} (this run's is {digest}); "
                          "use another --out for a changed harness")

@@ -102,3 +102,10 @@ def test_the_planner_probe_records_a_dead_model_as_a_failed_call() -> None:
 
     rec = _script("probe_planner").probe(Dead(), "plan", toy_tasks(1)[0], 0, 0, SRSettings())
     assert rec["error"].startswith("ConnectionError") and rec["fits"] == [] and rec["best_valid_nmse"] is None
+
+
+def test_records_reused_from_another_harness_do_not_lock_the_folder(tmp_path: Path) -> None:
+    mine, other = "sha256:aaaa", "sha256:bbbb"
+    bench.check_out_folder([{"harness": mine}, {"harness": other, "reused_from": "x/results.jsonl"}], mine, tmp_path)
+    with pytest.raises(SystemExit, match="another --out"):
+        bench.check_out_folder([{"harness": other}], mine, tmp_path)
