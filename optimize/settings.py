@@ -62,6 +62,9 @@ class Bounds(_Model):
     # The residual run (SRSettings.residual_seconds, workflows/sr_steps.py): seconds of a branch's first run to
     # search over; None keeps the seed harness's setting (no parameter).
     residual_seconds: list[float] | None = None
+    # The seeded run going on from the unguided run's population (SRSettings.continue_unguided): values to search
+    # over; None keeps the seed harness's setting (no parameter).
+    continue_unguided: list[bool] | None = None
 
 
 class Stage2Settings(_Model):

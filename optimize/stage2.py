@@ -126,12 +126,13 @@ def suggest_role_agents(trial: Trial, b: Bounds, w: WorkflowParams) -> dict[str,
     return agents
 
 
-SR_CHANNELS = ("evolve_rounds", "residual_seconds")  # SRSettings fields stage 2 searches where Bounds lists values
+SR_CHANNELS = ("evolve_rounds", "residual_seconds", "continue_unguided")  # SRSettings fields stage 2 searches where Bounds lists values
 
 
 def suggest_sr_channels(trial: Trial, b: Bounds) -> dict[str, Any]:
     """The SR channels' settings of this trial (``Bounds.evolve_rounds``: LLM-SR's proposal rounds,
-    ``Bounds.residual_seconds``: the residual run); a channel without values keeps the seed's setting (no
+    ``Bounds.residual_seconds``: the residual run, ``Bounds.continue_unguided``: the seeded run continuing the
+    unguided run's population); a channel without values keeps the seed's setting (no
     parameter)."""
     out: dict[str, Any] = {}
     for name in SR_CHANNELS:

@@ -171,6 +171,17 @@ def test_solve_with_scripted_model(tmp_path: Path) -> None:
     assert record["llm_calls"] == sol.llm_calls and (tmp_path / "nodes.jsonl").is_file()
 
 
+def test_the_seeded_run_can_continue_the_unguided_population(tmp_path: Path) -> None:
+    """SRSettings.continue_unguided: the guided run goes on from the unguided run's population."""
+    task = benchmarks.load_suite("synthetic", names=["phys_osc_synth_00"], n_train=60, n_test=30, n_ood=30)[0]
+    settings = {**TINY, "generations": 1000, "unguided_run": True, "continue_unguided": True}
+    sol = FrozenHarness.default().solve(task, llm={"provider": SCRIPTED}, sr_settings=settings, run_dir=tmp_path)
+    nodes = [json.loads(line) for line in (tmp_path / "nodes.jsonl").read_text().splitlines()]
+    engine = {n["info"]["step"]: n["info"].get("engine", {}) for n in nodes if n["kind"] == "sr"}
+    assert sol.status == "completed" and set(engine) == {"unguided", "initial"}
+    assert "continued" not in engine["unguided"] and engine["initial"]["continued"].endswith("/0")
+
+
 def test_a_file_from_before_a_new_setting_still_loads(tmp_path) -> None:
     """Settings added later (with defaults that keep the old behaviour) must not make old files look tampered."""
     import hashlib

@@ -178,3 +178,11 @@ def test_a_later_run_can_continue_the_population_of_an_earlier_one() -> None:
     assert first.error is None and "continued" not in first.info
     assert again.error is None and again.info["continued"] == "test-branch-0" and again.info["n_injected"] == 1
     assert "continued" not in fresh.info  # nothing kept under that key: a fresh run
+    other_ops = run_search({"time_budget": 1, "population_size": 60, "seeds": ["c0*tanh(A)"],
+                            "extras": {**key, "continue_population": True}}, ctx)
+    assert other_ops.info["continued"] == "test-branch-0"  # a seed's own operator does not end the continuation
+    assert "tanh" not in other_ops.info["allowed_symbols"] and other_ops.info["n_injected"] == 1
+    narrower = run_search({"time_budget": 1, "population_size": 60, "operators": ["add", "mul"],
+                           "extras": {**key, "continue_population": True}}, ctx)
+    assert "continued" not in narrower.info  # other operators asked for: a fresh run, and it says so
+    assert any("starts afresh" in w for w in narrower.warnings)

@@ -131,6 +131,9 @@ class SRSettings(EngineSettings):
     ``unguided_run``: one more engine run, the floor plan with the task's seed and no seeds, beside the roles: its
     front joins the pool, so the pool always holds what the engine alone finds and guidance can only add to it
     (the guided runs then explore other seeds and the model's starting points).
+    ``continue_unguided``: the first branch's first guided run goes on from the unguided run's population (the
+    model's hypotheses injected) instead of a fresh one, so the solve holds one search as long as the engine
+    alone's plus the guidance, not two half-length ones (needs the unguided run to finish first: one engine slot).
     ``evolve_rounds``: the evolution channel (``workflows.evolution``, LLM-SR's loop): while a guided SR run is
     going, the model (otherwise idle then) proposes ``evolve_proposals`` skeletons per round from the pool's best
     so far, our evaluator fits their constants and they join the pool; at most this many rounds, and only rounds
@@ -162,6 +165,7 @@ class SRSettings(EngineSettings):
     combine_terms: bool = True
     seed_engine: bool = True
     unguided_run: bool = True
+    continue_unguided: bool = False
     evolve_rounds: int = Field(0, ge=0, le=50)
     evolve_proposals: int = Field(3, ge=1, le=8)
     residual_seconds: float = Field(0.0, ge=0)

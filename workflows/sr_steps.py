@@ -115,9 +115,10 @@ class SRSteps:
             seeds = []
         raw.update(seeds=list(dict.fromkeys(seeds))[: s.max_seeds],
                    seed=engine_seed(self.seed, branch.index, branch.steps, s.unguided_run))
-        if s.continue_search:  # the engine keeps this branch's population and the next run goes on from it
-            raw["extras"] = {"population_key": f"{self.run_id}/{branch.index}",
-                             "continue_population": step != "initial"}
+        continues_unguided = step == "initial" and branch.index == 0 and self.continues_unguided
+        if s.continue_search or continues_unguided:  # the engine keeps this branch's population; the next run
+            raw["extras"] = {"population_key": self.population_key(branch.index),  # goes on from it
+                             "continue_population": step != "initial" or continues_unguided}
         admitted, changes = self.search.admit(raw, self.ctx.variables)
         base = self.residual_base(good) if step == "initial" else None
         residual_seconds = 0.0
@@ -242,9 +243,19 @@ class SRSteps:
     def unguided(self) -> None:
         """The engine alone, as an unguided run searches (the floor plan, the task's seed, no seeds), beside the
         roles: its front joins the pool, so guidance can only add to what the engine finds by itself."""
-        plan, changes = self.search.admit(self.settings.floor().model_copy(update={"seed": self.seed}),
-                                          self.ctx.variables)
+        update: dict[str, Any] = {"seed": self.seed}
+        if self.continues_unguided:  # kept for the first branch's guided run (SRSettings.continue_unguided)
+            update["extras"] = {"population_key": self.population_key(0), "continue_population": False}
+        plan, changes = self.search.admit(self.settings.floor().model_copy(update=update), self.ctx.variables)
         self._engine_call("sr-unguided", plan, changes, Branch(index=-2, label="unguided"), "unguided", [], [])
+
+    @property
+    def continues_unguided(self) -> bool:
+        return self.settings.unguided_run and self.settings.continue_unguided
+
+    def population_key(self, branch: int) -> str:
+        """Where the engine keeps a branch's population between its runs (``SRSettings.continue_search``)."""
+        return f"{self.run_id}/{branch}"
 
     def combine(self) -> None:
         """Least-squares combinations of the pool's terms (engine fronts, hypotheses, poor hypotheses) that beat

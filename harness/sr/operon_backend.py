@@ -263,16 +263,21 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
     reserve = min(0.3 * total, 0.5 + 0.1 * total)  # time kept for the float64 refit of the front
     gp_seconds = int(max(1.0, math.floor(total - reserve - (time.perf_counter() - t0))))
     # the GP may vary the seeds' building blocks, except operators that would slow every generation (the seeds
-    # themselves are injected and scored whatever they use)
+    # themselves are injected and scored whatever they use). A continued population keeps its own operators.
+    key = plan.extras.get("population_key")
+    held = _POPULATIONS.get(str(key)) if key and plan.extras.get("continue_population") else None
+    if held is not None and getattr(held, "_harness_shape", None) != (X_eng.shape[1],
+                                                                       operon_kwargs(plan, 1)["allowed_symbols"]):
+        held = None
+        warnings.append("the kept population searched other inputs or operators; this run starts afresh")
     seed_ops = _seed_operators(usable_seeds, context.variables) - set(plan.operators) - set(COSTLY_OPERATORS)
-    search_plan = plan.model_copy(update={"operators": plan.operators + sorted(seed_ops)}) if seed_ops else plan
+    search_plan = plan.model_copy(update={"operators": plan.operators + sorted(seed_ops)}) \
+        if seed_ops and held is None else plan
     kwargs = operon_kwargs(search_plan, gp_seconds, warnings)
     info: dict[str, Any] = {"gp_seconds": gp_seconds, "allowed_symbols": kwargs["allowed_symbols"],
                             "features": features, "n_seeds": len(usable_seeds)}
 
-    key = plan.extras.get("population_key")
-    held = _POPULATIONS.get(str(key)) if key and plan.extras.get("continue_population") else None
-    if held is not None and getattr(held, "_harness_shape", None) == (X_eng.shape[1], kwargs["allowed_symbols"]):
+    if held is not None:
         # continue the earlier run's population (same inputs and operators), with the new seeds injected: a
         # split search then searches what one longer run would, plus the guidance
         reg = held
@@ -299,7 +304,8 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
         reg = SymbolicRegressor(**kwargs)
         reg.fit(X_eng, y)
     if key:
-        reg._harness_shape = (X_eng.shape[1], kwargs["allowed_symbols"])
+        reg._harness_shape = getattr(reg, "_harness_shape", None) or (
+            X_eng.shape[1], operon_kwargs(plan, 1)["allowed_symbols"])
         _POPULATIONS.pop(str(key), None)
         _POPULATIONS[str(key)] = reg
         while len(_POPULATIONS) > MAX_KEPT_POPULATIONS:
