@@ -126,7 +126,8 @@ def suggest_role_agents(trial: Trial, b: Bounds, w: WorkflowParams) -> dict[str,
     return agents
 
 
-SR_CHANNELS = ("evolve_rounds", "residual_seconds", "continue_unguided")  # SRSettings fields stage 2 searches where Bounds lists values
+# SRSettings fields stage 2 searches where Bounds lists values
+SR_CHANNELS = ("evolve_rounds", "residual_seconds", "continue_unguided")
 
 
 def suggest_sr_channels(trial: Trial, b: Bounds) -> dict[str, Any]:

@@ -251,7 +251,7 @@ def test_stage2_searches_the_code_tool_for_the_roles_that_read_data(tmp_path):
 @pytest.mark.parametrize("channel, values", [("evolve_rounds", [0, 4]), ("residual_seconds", [0.0, 20.0]),
                                              ("continue_unguided", [False, True])])
 def test_stage2_searches_an_sr_channel_only_when_its_bounds_say_so(tmp_path, channel, values):
-    """Scores reward the channel (the evolution rounds, the residual run): with two values in its bounds it is
+    """Scores reward the channel (the evolution rounds, the residual run, the continuation): with two values in its bounds it is
     searched and the chosen harness carries the rewarded one; without bounds (the default) no parameter is made
     and the seed's setting stands."""
 

@@ -116,8 +116,8 @@ class SRSteps:
         raw.update(seeds=list(dict.fromkeys(seeds))[: s.max_seeds],
                    seed=engine_seed(self.seed, branch.index, branch.steps, s.unguided_run))
         continues_unguided = step == "initial" and branch.index == 0 and self.continues_unguided
-        if s.continue_search or continues_unguided:  # the engine keeps this branch's population; the next run
-            raw["extras"] = {"population_key": self.population_key(branch.index),  # goes on from it
+        if s.continue_search or continues_unguided:  # the engine keeps the population; the next run goes on
+            raw["extras"] = {"population_key": self.population_key(branch.index),
                              "continue_population": step != "initial" or continues_unguided}
         admitted, changes = self.search.admit(raw, self.ctx.variables)
         base = self.residual_base(good) if step == "initial" else None

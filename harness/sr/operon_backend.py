@@ -266,8 +266,8 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
     # themselves are injected and scored whatever they use). A continued population keeps its own operators.
     key = plan.extras.get("population_key")
     held = _POPULATIONS.get(str(key)) if key and plan.extras.get("continue_population") else None
-    if held is not None and getattr(held, "_harness_shape", None) != (X_eng.shape[1],
-                                                                       operon_kwargs(plan, 1)["allowed_symbols"]):
+    plan_shape = (X_eng.shape[1], operon_kwargs(plan, 1)["allowed_symbols"])  # what a kept population must match
+    if held is not None and getattr(held, "_harness_shape", None) != plan_shape:
         held = None
         warnings.append("the kept population searched other inputs or operators; this run starts afresh")
     seed_ops = _seed_operators(usable_seeds, context.variables) - set(plan.operators) - set(COSTLY_OPERATORS)
@@ -304,8 +304,7 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
         reg = SymbolicRegressor(**kwargs)
         reg.fit(X_eng, y)
     if key:
-        reg._harness_shape = getattr(reg, "_harness_shape", None) or (
-            X_eng.shape[1], operon_kwargs(plan, 1)["allowed_symbols"])
+        reg._harness_shape = getattr(reg, "_harness_shape", None) or plan_shape
         _POPULATIONS.pop(str(key), None)
         _POPULATIONS[str(key)] = reg
         while len(_POPULATIONS) > MAX_KEPT_POPULATIONS:
