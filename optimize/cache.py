@@ -34,6 +34,11 @@ CREATE TABLE IF NOT EXISTS specs (
     digest TEXT PRIMARY KEY,
     spec TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS shared_runs (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    created REAL NOT NULL
+);
 """
 
 
@@ -115,6 +120,45 @@ class EvalCache:
             for stage, n, s, c, t in rows
         }
 
+    # -- SR runs no role influences (workflows.sr_steps.SharedRuns): made once, read by every harness -------------
+    def get_shared(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM shared_runs WHERE key=?", (key,)).fetchone()
+        return _loads(row[0]) if row else None
+
+    def put_shared(self, key: str, value: dict[str, Any]) -> None:
+        """First writer wins (a concurrent twin made the same run; either result is a valid draw)."""
+        with self._lock:
+            self._conn.execute("INSERT OR IGNORE INTO shared_runs (key, value, created) VALUES (?, ?, ?)",
+                               (key, _dumps(value), time.time()))
+
+    def shared_runs(self) -> "SharedRunStore":
+        return SharedRunStore(self)
+
+    def shared_count(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM shared_runs").fetchone()[0])
+
     def __len__(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM evals").fetchone()[0])
+
+
+class SharedRunStore:
+    """The cache's shared runs as a ``workflows.sr_steps.SharedRuns`` store; counts its hits (the runs not paid
+    again) for the report."""
+
+    def __init__(self, cache: EvalCache):
+        self.cache = cache
+        self.hits = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        value = self.cache.get_shared(key)
+        if value is not None:
+            with self._lock:
+                self.hits += 1
+        return value
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        self.cache.put_shared(key, value)

@@ -18,7 +18,7 @@ from harness.llm.factory import make_llm
 from optimize.evaluation import Evaluator
 from optimize.runfolder import RunFolder
 from optimize.settings import OptimizeSettings
-from workflows.harness import Harness, shipped_harness
+from workflows.harness import STARTING_HARNESSES, Harness, shipped_harness
 from optimize.tasks import TaskSets, load_task_sets
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,8 @@ class OptimizeContext:
     llm: Any
     tasks: TaskSets
     evaluator: Evaluator
-    base: Harness
+    base: Harness  # where the stages start (OptimizeSettings.seed: HarnessSR's initial harness or the default)
+    default: Harness  # the shipped default with the same model and engine: the gate's and the report's reference
     seed: int = 0
     llm_config: dict[str, Any] = field(default_factory=dict)
     reflection_llm: Any = None  # stage-1 rewrites and stage-3 reflection; None = ``llm``
@@ -128,16 +129,21 @@ def build_context(
         time_scale=settings.train_time_scale,
         executor=executor,
         llm_config=llm_config,
+        share_runs=settings.share_runs,
+        stop_at_exact=settings.stop_at_exact,
     )
-    # The seed is the shipped harness (one definition: workflows.harness.shipped_harness) with the model it is
-    # trained with; a backend config other than plain Operon changes the engine and what it overrides.
-    base = shipped_harness(llm=llm_config, backend=backend).with_changes(sr_settings=sr_settings)
+    # The start (HarnessSR's initial harness or the shipped default: workflows.harness, one definition each) and
+    # the shipped default, with the model they are trained with; the backend config sets the engine and its settings
+    # (the initial harness then resets the hand-made SR choices to their initial values).
+    base = STARTING_HARNESSES[settings.seed](llm=llm_config, backend=backend, sr_settings=sr_settings)
+    default = shipped_harness(llm=llm_config, backend=backend, sr_settings=sr_settings)
     if prompts is not None:
         base = base.with_changes(prompts=dict(prompts))
-    log.info("run folder %s: %d training, %d validation, %d held-out tasks, pid %d", folder.path, len(tasks.train),
-             len(tasks.validation), len(tasks.heldout), os.getpid())
+    log.info("run folder %s: %d training, %d validation, %d held-out tasks, starting from the %s harness, pid %d",
+             folder.path, len(tasks.train), len(tasks.validation), len(tasks.heldout), settings.seed, os.getpid())
     return OptimizeContext(
-        settings=settings, folder=folder, llm=llm, tasks=tasks, evaluator=evaluator, base=base, seed=seed,
+        settings=settings, folder=folder, llm=llm, tasks=tasks, evaluator=evaluator, base=base, default=default,
+        seed=seed,
         llm_config=dict(llm_config), reflection_llm=reflection,
         reflection_config=dict(settings.reflection_llm) if settings.reflection_llm else None, backend_config=dict(backend_config), benchmark_config=dict(benchmark_config),
     )

@@ -130,6 +130,8 @@ class Evaluator:
         time_scale: float = 1.0,
         executor: SolveExecutor | None = None,
         llm_config: Mapping[str, Any] | None = None,
+        share_runs: bool = True,
+        stop_at_exact: bool = False,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -151,6 +153,10 @@ class Evaluator:
         self.executor: SolveExecutor = executor or LocalExecutor(self.task_workers)
         self.llm_config = dict(llm_config) if llm_config is not None else None
         self._solve_numbers = itertools.count()  # spreads a base_url list over remote solves, round-robin
+        # SR runs no role influences (the unguided run) are made once per (task, seed, engine settings) and read by
+        # every harness after (common random numbers; paid once). Local runs only: a remote worker has no cache.
+        self.shared_runs = self.cache.shared_runs() if share_runs and not self.executor.remote else None
+        self.stop_at_exact = bool(stop_at_exact)
 
     # -- accounting -----------------------------------------------------------------------------------------
     def spent(self) -> dict[str, dict[str, float]]:
@@ -178,9 +184,13 @@ class Evaluator:
     # -- evaluation -----------------------------------------------------------------------------------------
     def as_run(self, spec: Harness, time_scale: float | None = None) -> Harness:
         """The harness as it is run: each SR run ``time_scale`` times its solve seconds (None: the training scale,
-        the optimizer's shortcut for speed; 1: the harness's own solve budget). The cache key is the digest of what
-        ran, so short training runs and full solves are never mixed up."""
-        scale = self.time_scale if time_scale is None else float(time_scale)
+        the optimizer's shortcut for speed, with ``stop_at_exact`` when the evaluator has it; 1: the harness's own
+        solve budget). The cache key is the digest of what ran, so short training runs and full solves are never
+        mixed up."""
+        training = time_scale is None
+        scale = self.time_scale if training else float(time_scale)
+        if training and self.stop_at_exact and not spec.settings.stop_at_exact:  # no further pay once solved
+            spec = spec.with_sr_settings(stop_at_exact=True)
         if scale == 1.0:
             return spec
         return spec.with_sr_settings(time_budget=spec.settings.time_budget * scale)
@@ -308,7 +318,7 @@ class Evaluator:
         started = time.perf_counter()
         try:
             result = run_harness(spec, task, self.llm, seed=seed, budget=self.run_budget, run_dir=run_dir,
-                                 max_workers=self.branch_workers, runner=self._runner)
+                                 max_workers=self.branch_workers, runner=self._runner, shared_runs=self.shared_runs)
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 - a crashed run scores 0 and is not cached (it may be transient)

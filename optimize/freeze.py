@@ -1,11 +1,15 @@
-"""Freeze — score each stage's harness on all training and held-out tasks, pick one, gate it, write harness.json.
+"""Freeze - pick the stages' harness, gate it against the shipped default, write harness.json, score the curve.
 
 Reads everything from the run folder (stage result files), so ``stage=freeze`` works as its own process. The pick
-is the stage harness with the best *training* score (ties: fewer LLM calls per task, then the later stage); it
-is frozen only if it then beats the seed (the shipped default) on the validation tasks (the training tasks when
-there are none) at ``freeze.time_scale`` of the solve budget (``gate``), else the seed is frozen. Held-out tasks
-are scored for the report only and never influence a choice. Report-only runs are paid under the stage
-``freeze``, so the cumulative solver executions of stages 1-3 stay what the optimizer itself used.
+is the stage harness with the best *training* score (ties: fewer LLM calls per task, then the later stage; the last
+stage when training scores are off); it is frozen only if it beats the shipped default by the paired rule
+(``optimize.paired``) on the validation tasks (the training tasks when there are none) at ``freeze.time_scale`` of
+the solve seconds (``gate``), else the shipped default is: a user never gets a worse solver than the default. The
+held-out tasks are scored at ``freeze.heldout_time_scale`` (the solve seconds in ``small`` and ``paper``) for the
+report only - the starting harness, each stage's harness and the shipped default (the stage curve), or with
+``freeze.heldout: false`` just the start, the pick and the default - and never influence a choice. Report-only
+runs are paid under the stage ``freeze``, so the cumulative solver executions of stages 1-3 stay what the
+optimizer itself used.
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ from typing import Any
 from harness.app.artifact import FrozenHarness
 from optimize.context import OptimizeContext
 from optimize.settings import STAGE_ORDER
-from workflows.harness import Harness
+from workflows.harness import Harness, hand_made_choices
 from workflows.identity import llm_identity
 
 log = logging.getLogger(__name__)
 STAGE = "freeze"
-STAGE_TITLES = {"baseline": "seed harness", "init": "stage 1 (prompt init)", "search": "stage 2 (joint search)",
-                "refine": "stage 3 (reflective refinement)"}
+STAGE_TITLES = {"baseline": "starting harness", "init": "stage 1 (prompt init)", "search": "stage 2 (joint search)",
+                "refine": "stage 3 (reflective refinement)", "default": "shipped default"}
+CURVE = (*STAGE_ORDER, "default")  # the rows of the held-out stage curve: the stages, then the reference
 
 
 def save_once(frozen: FrozenHarness, path: Any) -> FrozenHarness:
@@ -51,7 +56,7 @@ def save_once(frozen: FrozenHarness, path: Any) -> FrozenHarness:
 
 
 def stage_specs(ctx: OptimizeContext) -> dict[str, Harness]:
-    """The harness each finished stage produced (baseline = seed prompts + default workflow)."""
+    """The harness each finished stage produced (baseline = the starting harness)."""
     specs = {"baseline": ctx.base}
     for stage in ("init", "search", "refine"):
         result = ctx.folder.load_stage(stage)
@@ -60,8 +65,9 @@ def stage_specs(ctx: OptimizeContext) -> dict[str, Harness]:
     return specs
 
 
-DETAIL_METRICS = (("test_id", "acc_0.01"), ("test_id", "acc_0.001"), ("test_ood", "acc_0.01"),
-                  ("test_ood", "acc_0.001"), ("test_id", "nmse"), ("test_ood", "nmse"))
+DETAIL_METRICS = (("test_id", "acc_0.01"), ("test_id", "acc_all_0.01"), ("test_id", "acc_0.001"),
+                  ("test_ood", "acc_0.01"), ("test_ood", "acc_all_0.01"), ("test_ood", "acc_0.001"),
+                  ("test_id", "nmse"), ("test_ood", "nmse"))
 
 
 def task_details(records: list[Any], tasks: list[Any]) -> dict[str, dict[str, Any]]:
@@ -114,31 +120,46 @@ def _row(summary: Any, tasks: list[Any] | None = None) -> dict[str, Any] | None:
         row["tasks"] = task_details(summary.records, tasks)
         known = [d["sa"] for d in row["tasks"].values() if d["sa"] is not None]
         row["sa"] = sum(known) / len(known) if known else None
+        for key in ("acc_0.01_id", "acc_0.01_ood", "acc_all_0.01_id", "acc_all_0.01_ood"):
+            values = [d.get(key) or 0.0 for d in row["tasks"].values()]
+            row[key] = sum(values) / len(values) if values else None
+        if row["acc_0.01_id"] is not None:
+            row["acc_0.01_mean"] = (row["acc_0.01_id"] + row["acc_0.01_ood"]) / 2
+            row["acc_all_0.01_mean"] = (row["acc_all_0.01_id"] + row["acc_all_0.01_ood"]) / 2
     return row
 
 
-def evaluate_stages(ctx: OptimizeContext, specs: dict[str, Harness]) -> dict[str, dict[str, Any]]:
+def evaluate_stages(ctx: OptimizeContext, specs: dict[str, Harness], picked: str | None = None
+                    ) -> dict[str, dict[str, Any]]:
+    """Each stage's harness (and the shipped default, ``default``) on the training tasks at the training scale
+    (``freeze.train``) and on the held-out tasks at ``freeze.heldout_time_scale`` (``freeze.heldout``; when off,
+    only the start, ``picked`` and the default are scored there)."""
     f = ctx.settings.freeze
     rows: dict[str, dict[str, Any]] = {}
-    for stage in STAGE_ORDER:
-        if stage not in specs or stage not in f.evaluate:
+    for stage in CURVE:
+        spec = ctx.default if stage == "default" else specs.get(stage)
+        if spec is None or (stage != "default" and stage not in f.evaluate):
             continue
-        spec = specs[stage]
         train = held = None
-        if f.train:
+        if f.train and stage != "default":
             train = ctx.evaluator.evaluate(spec, ctx.tasks.train, ctx.seeds, stage=STAGE, label=f"{stage} train")
-        if f.heldout and ctx.tasks.heldout:
-            held = ctx.evaluator.evaluate(spec, ctx.tasks.heldout, ctx.seeds, stage=STAGE, label=f"{stage} heldout")
+        on_curve = f.heldout or stage in ("baseline", "default", picked)
+        if on_curve and ctx.tasks.heldout:
+            held = ctx.evaluator.evaluate(spec, ctx.tasks.heldout, ctx.seeds, stage=STAGE, label=f"{stage} heldout",
+                                          time_scale=f.heldout_time_scale)
+        if train is None and held is None and stage == "default":
+            continue
         rows[stage] = {"title": STAGE_TITLES[stage], "digest": spec.identity_digest,
-                       "workflow": list(spec.workflow.as_tuple()), "train": _row(train, ctx.tasks.train),
-                       "heldout": _row(held, ctx.tasks.heldout)}
-        log.info("freeze: %s train %.3f held-out %s", stage, train.score if train else float("nan"),
+                       "workflow": list(spec.workflow.as_tuple()), "sr_choices": hand_made_choices(spec),
+                       "train": _row(train, ctx.tasks.train), "heldout": _row(held, ctx.tasks.heldout)}
+        log.info("freeze: %s train %s held-out %s", stage, f"{train.score:.3f}" if train else "-",
                  f"{held.score:.3f}" if held else "-")
     return rows
 
 
 def pick_final(specs: dict[str, Harness], rows: dict[str, dict[str, Any]]) -> str:
-    """Best training score; ties go to fewer LLM calls per task, then to the later stage."""
+    """Best training score; ties go to fewer LLM calls per task, then to the later stage; without training
+    scores, the last stage that ran."""
     scored = [s for s in STAGE_ORDER if s in rows and rows[s]["train"] is not None]
     if not scored:
         return [s for s in STAGE_ORDER if s in specs][-1]
@@ -146,63 +167,69 @@ def pick_final(specs: dict[str, Harness], rows: dict[str, dict[str, Any]]) -> st
     return max(scored, key=lambda s: (rows[s]["train"]["score"], -rows[s]["train"]["llm_calls_per_task"], order[s]))
 
 
-def gate(ctx: OptimizeContext, seed: Harness, candidate: Harness) -> dict[str, Any]:
-    """Freeze only what wins (GEPA / HarnessSR accept only improvements): the candidate and the seed, each on the
-    validation tasks (fresh draws of the training distribution that no stage scored; the training tasks when
-    there are none) at ``freeze.time_scale`` of their solve seconds; the candidate is kept only when it scores
-    strictly higher. Both are then scored the same way on the held-out tasks, for the report (never to choose)."""
+def gate(ctx: OptimizeContext, default: Harness, candidate: Harness) -> dict[str, Any]:
+    """Freeze only what wins (GEPA / HarnessSR accept only improvements): the candidate and the shipped default,
+    each on the validation tasks (fresh draws of the training distribution that no stage scored; the training
+    tasks when there are none) at ``freeze.time_scale`` of their solve seconds, on the same (task, seed) pairs;
+    the candidate is kept only when it beats the default by the paired rule."""
     scale = ctx.settings.freeze.time_scale
+    rule = ctx.settings.accept
     deciding, decided_on = (ctx.tasks.validation, "validation") if ctx.tasks.validation else (ctx.tasks.train, "train")
-    out: dict[str, Any] = {"time_scale": scale, "seed_digest": seed.identity_digest,
+    out: dict[str, Any] = {"time_scale": scale, "default_digest": default.identity_digest,
                            "candidate_digest": candidate.identity_digest, "decided_on": decided_on,
-                           "solve_seconds_per_run": seed.settings.time_budget * scale}
-    arms = {"seed": seed} if candidate.identity_digest == seed.identity_digest else {"seed": seed,
-                                                                                     "candidate": candidate}
+                           "solve_seconds_per_run": default.settings.time_budget * scale, "rule": rule.describe()}
+    same = candidate.identity_digest == default.identity_digest
+    arms = {"default": default} if same else {"default": default, "candidate": candidate}
+    summaries = {}
     for name, harness in arms.items():
-        decide = ctx.evaluator.evaluate(harness, deciding, ctx.seeds, stage=STAGE, label=f"gate {name}",
-                                        time_scale=scale)
-        held = None
-        if ctx.tasks.heldout:
-            held = ctx.evaluator.evaluate(harness, ctx.tasks.heldout, ctx.seeds, stage=STAGE,
-                                          label=f"gate {name} heldout", time_scale=scale)
-        out[name] = {decided_on: _row(decide, deciding), "heldout": _row(held, ctx.tasks.heldout)}
-    if "candidate" not in arms:
-        out["candidate"] = out["seed"]
-        out["winner"], out["reason"] = "seed", "the optimizer's pick is the seed harness itself"
+        summaries[name] = ctx.evaluator.evaluate(harness, deciding, ctx.seeds, stage=STAGE, label=f"gate {name}",
+                                                 time_scale=scale)
+        out[name] = {decided_on: _row(summaries[name], deciding)}
+    if same:
+        out["candidate"] = out["default"]
+        out["winner"], out["reason"] = "default", "the optimizer's pick is the shipped default itself"
     else:
-        c, s_ = out["candidate"][decided_on]["score"], out["seed"][decided_on]["score"]
-        won = c > s_
-        out["winner"] = "candidate" if won else "seed"
-        out["reason"] = (f"the trained harness scored {c:.3f} against the seed's {s_:.3f} on the {decided_on} tasks "
-                         f"at {scale:g} of the solve seconds: " + ("frozen" if won else
-                                                                   "not an improvement, the seed is frozen"))
+        won, record = rule.decide(summaries["candidate"], summaries["default"])
+        out["paired"] = record.to_dict()
+        out["winner"] = "candidate" if won else "default"
+        c, d = summaries["candidate"].score, summaries["default"].score
+        out["reason"] = (f"the trained harness scored {c:.3f} against the shipped default's {d:.3f} on the "
+                         f"{decided_on} tasks at {scale:g} of the solve seconds ({record.summary()}; rule: "
+                         f"{rule.describe()}): " + ("it is frozen" if won else "not a clear win, the shipped "
+                                                                             "default is frozen"))
     log.info("freeze gate: %s", out["reason"])
     return out
 
 
 def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
-    """Evaluate stage harnesses, gate the pick against the seed, save ``harness.json`` (FrozenHarness) and
-    return the freeze result."""
+    """Pick the stages' harness, gate it against the shipped default, save ``harness.json`` (FrozenHarness), score
+    the held-out curve and return the freeze result."""
     specs = stage_specs(ctx)
-    rows = evaluate_stages(ctx, specs)
-    picked = pick_final(specs, rows)
-    verdict = gate(ctx, ctx.base, specs[picked])
-    final = picked if verdict["winner"] == "candidate" else "baseline"
-    spec = specs[final]
+    f = ctx.settings.freeze
+    picked = pick_final(specs, _train_rows(ctx, specs))
+    verdict = gate(ctx, ctx.default, specs[picked])
+    final = picked if verdict["winner"] == "candidate" else "default"
+    spec = specs[picked] if final == picked else ctx.default
+    rows = evaluate_stages(ctx, specs, picked=picked)
     spent = ctx.evaluator.spent()
     cumulative = ctx.evaluator.cumulative_solver_runs(("init", "search", "refine"))
     provenance = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "start": ctx.settings.seed,
         "selected_stage": final,
         "picked_stage": picked,
         "gate": verdict,
         "train_time_scale": ctx.settings.train_time_scale,
+        "heldout_time_scale": f.heldout_time_scale,
         "scores": {stage: {"train": (row["train"] or {}).get("score"), "heldout": (row["heldout"] or {}).get("score")}
                    for stage, row in rows.items()},
+        "heldout": {stage: {k: (row["heldout"] or {}).get(k) for k in HEADLINE_KEYS}
+                    for stage, row in rows.items() if row.get("heldout")},
         "stage_rows": rows,
         "solver_runs_cumulative": cumulative,
         "solver_runs_by_stage": {k: v.get("solver_runs", 0) for k, v in spent.items()},
         "llm_calls_by_stage": {k: v.get("llm_calls", 0) for k, v in spent.items()},
+        "shared_runs": ctx.evaluator.cache.shared_count(),
         "optimizer_llm_usage": dict(getattr(getattr(ctx.llm, "usage", None), "snapshot", dict)()),
         "harness_llm": llm_identity(ctx.llm_config),
         "reflection_llm": llm_identity(ctx.reflection_config) if ctx.reflection_config else "the harness's own model",
@@ -217,8 +244,26 @@ def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
     }
     frozen = FrozenHarness.from_harness(spec.with_changes(llm=llm_identity(ctx.llm_config)), provenance)
     frozen = save_once(frozen, ctx.folder.harness_path)
-    log.info("froze the %s harness (%s) to %s", final, frozen.digest, ctx.folder.harness_path)
-    return {"stage": STAGE, "selected_stage": final, "picked_stage": picked, "gate": verdict,
-            "train_time_scale": ctx.settings.train_time_scale, "rows": rows, "solver_runs_cumulative": cumulative,
+    log.info("froze the %s harness (%s) to %s", STAGE_TITLES.get(final, final), frozen.digest, ctx.folder.harness_path)
+    return {"stage": STAGE, "start": ctx.settings.seed, "selected_stage": final, "picked_stage": picked,
+            "gate": verdict, "train_time_scale": ctx.settings.train_time_scale,
+            "heldout_time_scale": f.heldout_time_scale, "rows": rows, "solver_runs_cumulative": cumulative,
             "metric": ctx.settings.metric, "score_split": ctx.settings.score_split,
             "harness_path": str(ctx.folder.harness_path), "digest": frozen.digest}
+
+
+HEADLINE_KEYS = ("acc_0.01_id", "acc_0.01_ood", "acc_0.01_mean", "acc_all_0.01_id", "acc_all_0.01_ood",
+                 "acc_all_0.01_mean", "sa", "llm_calls_per_task", "solver_runs_per_task", "seconds_per_task")
+
+
+def _train_rows(ctx: OptimizeContext, specs: dict[str, Harness]) -> dict[str, dict[str, Any]]:
+    """Training scores of the stage harnesses (``freeze.train``; empty when off): what picks the final stage."""
+    if not ctx.settings.freeze.train:
+        return {}
+    rows = {}
+    for stage in STAGE_ORDER:
+        if stage in specs and stage in ctx.settings.freeze.evaluate:
+            summary = ctx.evaluator.evaluate(specs[stage], ctx.tasks.train, ctx.seeds, stage=STAGE,
+                                             label=f"{stage} train")
+            rows[stage] = {"train": _row(summary)}
+    return rows

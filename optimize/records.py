@@ -6,13 +6,11 @@ or on a Ray worker (``optimize.remote``) - and both must produce the same record
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from harness.app.remote import worker_info
 from workflows.harness import Harness
@@ -68,21 +66,9 @@ class EvalRecord:
 
 
 def task_key(task: Any) -> str:
-    """Cache identity of a task: its name plus a fingerprint of its data (a regenerated task with other
-    constants under the same name must not hit the old rows)."""
-    cached = getattr(task, "_optimize_key", None)
-    if cached:
-        return cached
-    h = hashlib.sha256(task.name.encode("utf-8"))
-    for split in task.splits().values():
-        h.update(np.ascontiguousarray(split.X).tobytes())
-        h.update(np.ascontiguousarray(split.y).tobytes())
-    key = f"{task.name}#{h.hexdigest()[:10]}"
-    try:
-        object.__setattr__(task, "_optimize_key", key)
-    except (AttributeError, TypeError):
-        pass
-    return key
+    """Cache identity of a task: its name plus a fingerprint of its data (``Task.fingerprint``: a regenerated task
+    with other constants under the same name must not hit the old rows)."""
+    return task.fingerprint()
 
 
 def _finite_or_none(value: Any) -> float | None:

@@ -17,8 +17,16 @@ from optimize.runfolder import RunFolder
 from optimize.settings import STAGE_ORDER
 
 STAGES = STAGE_ORDER
-TITLES = {"baseline": "seed harness", "init": "stage 1: prompt init", "search": "stage 2: joint search",
-          "refine": "stage 3: refinement"}
+CURVE = (*STAGE_ORDER, "default")
+TITLES = {"baseline": "starting harness", "init": "stage 1: prompt init", "search": "stage 2: joint search",
+          "refine": "stage 3: refinement", "default": "shipped default", "freeze": "freeze (report only)"}
+START_TITLES = {"initial": "initial harness (HarnessSR's start)", "default": "shipped default (start)"}
+
+
+def _title(stage: str, freeze: dict[str, Any]) -> str:
+    if stage == "baseline":
+        return START_TITLES.get(freeze.get("start", ""), TITLES["baseline"])
+    return TITLES.get(stage, stage)
 
 
 def _f(x: Any, digits: int = 3) -> str:
@@ -42,19 +50,31 @@ def _plt():
     return plt
 
 
-def plot_stage_scores(rows: dict[str, Any], path: Path, metric: str = "acc_0.01") -> Path | None:
-    stages = [s for s in STAGES if s in rows]
+def plot_stage_scores(rows: dict[str, Any], path: Path, metric: str = "acc_0.01",
+                      freeze: dict[str, Any] | None = None) -> Path | None:
+    """The stage curve: on the held-out tasks, acc_0.01 in both readings (95 % of points, every point; mean of ID
+    and OOD) after each stage, the shipped default beside it; without held-out rows, the training score."""
+    stages = [s for s in CURVE if s in rows]
+    held = [s for s in stages if (rows[s].get("heldout") or {}).get("acc_0.01_mean") is not None]
     if not stages:
         return None
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    fig, ax = plt.subplots(figsize=(7.0, 3.8))
     width = 0.38
-    for k, (split, color) in enumerate((("train", "tab:blue"), ("heldout", "tab:orange"))):
-        values = [((rows[s].get(split) or {}).get("score") or 0.0) for s in stages]
-        xs = [i + (k - 0.5) * width for i in range(len(stages))]
-        ax.bar(xs, values, width, label="training tasks" if split == "train" else "held-out tasks", color=color)
-    ax.set_xticks(range(len(stages)), [TITLES[s].replace(": ", ":\n") for s in stages], fontsize=8)
-    ax.set_ylabel(f"mean {metric}")
+    if held:
+        series = (("acc_0.01_mean", "acc_0.01, 95 % of points", "tab:blue"),
+                  ("acc_all_0.01_mean", "acc_0.01, every point", "tab:orange"))
+        labels = [_title(s, freeze or {}).replace(" (", "\n(").replace(": ", ":\n") for s in held]
+        for k, (key, label, color) in enumerate(series):
+            values = [rows[s]["heldout"].get(key) or 0.0 for s in held]
+            ax.bar([i + (k - 0.5) * width for i in range(len(held))], values, width, label=label, color=color)
+        ax.set_xticks(range(len(held)), labels, fontsize=7)
+        ax.set_ylabel("held-out tasks, mean of ID and OOD")
+    else:
+        values = [((rows[s].get("train") or {}).get("score") or 0.0) for s in stages]
+        ax.bar(range(len(stages)), values, width, label=f"training tasks, {metric}", color="tab:blue")
+        ax.set_xticks(range(len(stages)), [_title(s, freeze or {}).replace(": ", ":\n") for s in stages], fontsize=7)
+        ax.set_ylabel(f"mean {metric}")
     ax.set_ylim(0, 1.05)
     ax.set_title("Score after each stage")
     ax.legend(fontsize=8)
@@ -127,9 +147,9 @@ def _stage_table(freeze: dict[str, Any]) -> list[str]:
     rows, metric = freeze.get("rows", {}), freeze.get("metric", "acc_0.01")
     cumulative = freeze.get("solver_runs_cumulative", {})
     lines = [
-        f"| stage | workflow w | train {metric} | held-out {metric} | held-out SA | cumulative solver executions | "
-        "LLM calls / task | seconds / task |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| stage | workflow w | hand-made SR choices | training {metric} (training scale) | cumulative solver "
+        "executions | LLM calls / task | seconds / task |",
+        "|---|---|---|---|---|---|---|",
     ]
     for stage in STAGES:
         if stage not in rows:
@@ -137,28 +157,67 @@ def _stage_table(freeze: dict[str, Any]) -> list[str]:
         row = rows[stage]
         train, held = row.get("train") or {}, row.get("heldout") or {}
         cost = train or held
-        mark = " **(final)**" if freeze.get("selected_stage") == stage else ""
+        mark = " **(frozen)**" if freeze.get("selected_stage") == stage else ""
+        choices = ", ".join(f"{k}={v if not isinstance(v, list) else '+'.join(v)}"
+                            for k, v in (row.get("sr_choices") or {}).items()) or "none"
         lines.append(
-            f"| {TITLES[stage]}{mark} | {tuple(row.get('workflow', ()))} | {_f(train.get('score'))} | "
-            f"{_f(held.get('score'))} | {_f(held.get('sa'))} | {cumulative.get(stage, 0) if stage != 'baseline' else 0} | "
+            f"| {_title(stage, freeze)}{mark} | {tuple(row.get('workflow', ()))} | {choices} | {_f(train.get('score'))} | "
+            f"{cumulative.get(stage, 0) if stage != 'baseline' else 0} | "
             f"{_f(cost.get('llm_calls_per_task'), 1)} | {_f(cost.get('seconds_per_task'), 1)} |"
         )
-    if not any((rows[s].get("train") or rows[s].get("heldout")) for s in rows):
-        lines += ["", "(No stage curve in this run: `freeze.train` and `freeze.heldout` are off, so the stage harnesses "
-                  "were not rescored on all tasks; each stage's own minibatch scores are in its section below, and "
-                  "the gate above compares the final pick with the seed.)"]
     return lines
 
 
-DETAIL_COLUMNS = (("acc_0.01_id", "acc_0.01 ID"), ("acc_0.001_id", "acc_0.001 ID"), ("acc_0.01_ood", "acc_0.01 OOD"),
-                  ("acc_0.001_ood", "acc_0.001 OOD"), ("nmse_id", "NMSE ID"), ("nmse_ood", "NMSE OOD"), ("sa", "SA"),
-                  ("llm_calls", "LLM calls"), ("solver_runs", "solver runs"))
+def _headline(freeze: dict[str, Any]) -> list[str]:
+    """The first table: on the held-out tasks, the starting harness, each stage's harness and the shipped default,
+    both Acc_0.01 readings and symbolic accuracy, at the same SR seconds."""
+    rows = freeze.get("rows", {})
+    curve = [s for s in CURVE if (rows.get(s) or {}).get("heldout")]
+    if not curve:
+        return []
+    scale = freeze.get("heldout_time_scale") or 1.0
+    cumulative = freeze.get("solver_runs_cumulative", {})
+    first = rows[curve[0]]["heldout"]
+    n_tasks = len(first.get("tasks") or {})
+    out = [f"## Held-out tasks: {_title('baseline', freeze)} → trained → shipped default", "",
+           f"{n_tasks} held-out task(s), never seen by any stage; every harness with {_f(60 * scale, 0)} s per SR run "
+           f"({_f(scale, 2)} of the solve seconds). acc_0.01 = share of tasks where at least 95 % of the test points "
+           "are within 1 % (SR-Scientist's reading, used by the published PySR / SR-Scientist / HarnessSR figures); "
+           "every point = all points within 1 %. SA = the selected equation is the ground truth up to its constants.",
+           "", "| harness | acc_0.01 ID | acc_0.01 OOD | every point ID | every point OOD | SA | solver executions "
+           "(cumulative, training) | LLM calls / task |", "|---|---|---|---|---|---|---|---|"]
+    for stage in curve:
+        held = rows[stage]["heldout"]
+        marks = []
+        if freeze.get("picked_stage") == stage:
+            marks.append("trained")
+        if freeze.get("selected_stage") == stage:
+            marks.append("**frozen**")
+        mark = f" ({', '.join(marks)})" if marks else ""
+        spent = "–" if stage == "default" else (0 if stage == "baseline" else cumulative.get(stage, 0))
+        out.append(f"| {_title(stage, freeze)}{mark} | {_f(held.get('acc_0.01_id'))} | {_f(held.get('acc_0.01_ood'))} | "
+                   f"{_f(held.get('acc_all_0.01_id'))} | {_f(held.get('acc_all_0.01_ood'))} | {_f(held.get('sa'))} | "
+                   f"{spent} | {_f(held.get('llm_calls_per_task'), 1)} |")
+    base, picked, default = (rows.get(s, {}).get("heldout") for s in ("baseline", freeze.get("picked_stage"),
+                                                                        "default"))
+    if base and picked and base.get("acc_0.01_mean") is not None and picked.get("acc_0.01_mean") is not None:
+        out += ["", f"Climb from the start to the trained harness (acc_0.01, mean of ID and OOD): "
+                f"{_f(base['acc_0.01_mean'])} → {_f(picked['acc_0.01_mean'])}"
+                + (f"; shipped default {_f(default['acc_0.01_mean'])}." if default and
+                   default.get("acc_0.01_mean") is not None else ".")]
+    return out + [""]
+
+
+DETAIL_COLUMNS = (("acc_0.01_id", "acc_0.01 ID"), ("acc_all_0.01_id", "every point ID"),
+                  ("acc_0.001_id", "acc_0.001 ID"), ("acc_0.01_ood", "acc_0.01 OOD"),
+                  ("acc_all_0.01_ood", "every point OOD"), ("acc_0.001_ood", "acc_0.001 OOD"), ("nmse_id", "NMSE ID"),
+                  ("nmse_ood", "NMSE OOD"), ("sa", "SA"), ("llm_calls", "LLM calls"), ("solver_runs", "solver runs"))
 
 
 def _heldout_tables(freeze: dict[str, Any]) -> list[str]:
     """Per held-out task and per domain, each stage's harness: Acc and NMSE ID / OOD, symbolic accuracy, costs."""
     rows = freeze.get("rows", {})
-    stages = [s for s in STAGES if s in rows and (rows[s].get("heldout") or {}).get("tasks")]
+    stages = [s for s in CURVE if s in rows and (rows[s].get("heldout") or {}).get("tasks")]
     if not stages:
         return []
     names = sorted({t for s in stages for t in rows[s]["heldout"]["tasks"]})
@@ -173,7 +232,7 @@ def _heldout_tables(freeze: dict[str, Any]) -> list[str]:
                 continue
             cells = [(f"{detail[key]:.3g}" if key.startswith("nmse") and detail.get(key) is not None else
                       _f(detail.get(key), 1 if key in ("llm_calls", "solver_runs") else 3)) for key, _ in DETAIL_COLUMNS]
-            out.append(f"| {name} | {TITLES[stage]} | " + " | ".join(cells) + " |")
+            out.append(f"| {name} | {_title(stage, freeze)} | " + " | ".join(cells) + " |")
     out += ["", "| domain | stage | tasks | acc_0.01 ID | acc_0.01 OOD | acc_0.001 ID | acc_0.001 OOD | SA |",
             "|---|---|---|---|---|---|---|---|"]
     domains = sorted({d.get("domain") or "(none)" for s in stages for d in rows[s]["heldout"]["tasks"].values()})
@@ -187,7 +246,7 @@ def _heldout_tables(freeze: dict[str, Any]) -> list[str]:
                 values = [d[key] for d in group if d.get(key) is not None]
                 return sum(values) / len(values) if values else None
 
-            out.append(f"| {domain} | {TITLES[stage]} | {len(group)} | {_f(mean_of('acc_0.01_id'))} | "
+            out.append(f"| {domain} | {_title(stage, freeze)} | {len(group)} | {_f(mean_of('acc_0.01_id'))} | "
                        f"{_f(mean_of('acc_0.01_ood'))} | {_f(mean_of('acc_0.001_id'))} | "
                        f"{_f(mean_of('acc_0.001_ood'))} | {_f(mean_of('sa'))} |")
     return out + [""]
@@ -255,6 +314,33 @@ def _cost_table(rows: list[dict[str, Any]]) -> list[str]:
                     "counted; \"–\" where a stage ran before they were recorded)."]
 
 
+def early_stop_savings(run_dir: Path) -> dict[str, int] | None:
+    """Training runs that stopped at an exact fit (``SRSettings.stop_at_exact``): how many, and the SR runs and
+    role calls a full run of their harness would have made beyond what they did."""
+    from workflows.harness import Harness
+    from workflows.params import expected_llm_calls, expected_solver_runs
+
+    path = Path(run_dir) / "evals.db"
+    if not path.exists():
+        return None
+    cache = EvalCache(path)
+    try:
+        stopped = [r for r in cache.records() if r.get("status") == "target_reached"]
+        out = {"runs": len(stopped), "solver_runs": 0, "llm_calls": 0, "shared_runs": cache.shared_count()}
+        for record in stopped:
+            spec = cache.spec(record["digest"])
+            if spec is None:
+                continue
+            harness = Harness.from_dict(spec)
+            out["solver_runs"] += max(0, expected_solver_runs(harness.workflow, harness.sr_settings)
+                                      - int(record.get("solver_runs", 0)))
+            out["llm_calls"] += max(0, expected_llm_calls(harness.workflow, harness.role_agents)
+                                    - int(record.get("llm_calls", 0)))
+        return out
+    finally:
+        cache.close()
+
+
 def llm_cache_stats(run_dir: Path) -> dict[str, int] | None:
     """Stored answers and hits of the run's LLM response cache (hits as counted by the processes that ran)."""
     import sqlite3
@@ -270,32 +356,24 @@ def llm_cache_stats(run_dir: Path) -> dict[str, int] | None:
 
 
 def _gate_tables(freeze: dict[str, Any]) -> list[str]:
-    """The first table: the trained harness against the shipped default at the same solve seconds, held-out
-    tasks (and the validation or training tasks that decided the gate)."""
+    """What was frozen and why: the trained harness against the shipped default on the tasks that decide."""
     gate = freeze.get("gate")
     if not gate:
         return []
-    seconds = gate.get("solve_seconds_per_run")
-    out = ["## Trained vs shipped default (same solve seconds)", "",
-           f"{gate.get('reason', '')}. Both scored with {_f(seconds, 1)} s per SR run ({_f(gate.get('time_scale'), 2)} "
-           "of the solve seconds); stages 1-3 trained with "
-           f"{_f(freeze.get('train_time_scale') or 1.0, 2)} of them.", "",
-           "| tasks | harness | mean score | acc_0.01 ID | acc_0.01 OOD | symbolic accuracy | LLM calls / task |",
-           "|---|---|---|---|---|---|---|"]
-    for split, label in (("heldout", "held-out"), ("validation", "validation (decides)"),
-                         ("train", "training (decides)")):
-        for arm, name in (("candidate", "trained"), ("seed", "shipped default")):
-            row = (gate.get(arm) or {}).get(split)
-            if not row:
-                continue
-            tasks = list((row.get("tasks") or {}).values())
-            acc_id = sum(t.get("acc_0.01_id") or 0 for t in tasks) / len(tasks) if tasks else None
-            acc_ood = sum(t.get("acc_0.01_ood") or 0 for t in tasks) / len(tasks) if tasks else None
-            out.append(f"| {label} | {name} | {_f(row.get('score'))} | {_f(acc_id)} | {_f(acc_ood)} | "
-                       f"{_f(row.get('sa'))} | {_f(row.get('llm_calls_per_task'), 1)} |")
-    if gate.get("candidate_digest") == gate.get("seed_digest"):
-        out.append("")
-        out.append("(The optimizer's pick is the seed itself: one row per split is the same harness.)")
+    decided_on = gate.get("decided_on", "validation")
+    out = ["## What was frozen, and why", "", f"{gate.get('reason', '')}.", "",
+           f"| {decided_on} tasks ({_f(gate.get('solve_seconds_per_run'), 0)} s per SR run) | mean score | "
+           "acc_0.01 ID | acc_0.01 OOD | every point ID | every point OOD | SA | LLM calls / task |",
+           "|---|---|---|---|---|---|---|---|"]
+    for arm, name in (("candidate", "trained"), ("default", "shipped default")):
+        row = (gate.get(arm) or {}).get(decided_on)
+        if not row:
+            continue
+        out.append(f"| {name} | {_f(row.get('score'))} | {_f(row.get('acc_0.01_id'))} | {_f(row.get('acc_0.01_ood'))} | "
+                   f"{_f(row.get('acc_all_0.01_id'))} | {_f(row.get('acc_all_0.01_ood'))} | {_f(row.get('sa'))} | "
+                   f"{_f(row.get('llm_calls_per_task'), 1)} |")
+        if gate.get("candidate_digest") == gate.get("default_digest"):
+            break
     return out + [""]
 
 
@@ -306,19 +384,21 @@ def write_report(run_dir: str | Path) -> Path:
     freeze = folder.load_stage("freeze") or {}
     out: list[str] = ["# Harness optimization report", ""]
     if freeze:
-        out += [f"Final harness: `harness.json` (from {TITLES.get(freeze.get('selected_stage'), '?')}, digest "
+        out += [f"Final harness: `harness.json` ({_title(freeze.get('selected_stage', ''), freeze)}, digest "
                 f"`{freeze.get('digest')}`).", ""]
+        out += _headline(freeze)
         out += _gate_tables(freeze)
     out += ["## Stages", ""]
     out += _stage_table(freeze) if freeze else ["(freeze has not run yet: no per-stage scores)"]
     metric, scored = freeze.get("metric", "acc_0.01"), freeze.get("score_split", "test_id")
-    out += ["", f"Scores: mean over tasks of {metric} of the selected equation on each task's `{scored}` split "
-            "(several joined by '+': their mean). "
+    out += ["", f"Training scores: mean over tasks of {metric} of the selected equation on each task's `{scored}` "
+            "split (several joined by '+': their mean), at the training scale "
+            f"({_f(freeze.get('train_time_scale') or 1.0, 2)} of the solve seconds). "
             "Cumulative solver executions count SR runs the optimizer paid for (each cached once per harness, task "
-            "and seed); report-only scoring is counted apart.", ""]
+            "and seed; a shared unguided run once per task and seed); report-only scoring is counted apart.", ""]
     plots = []
     if freeze.get("rows"):
-        plots.append(plot_stage_scores(freeze["rows"], folder.path / "score_per_stage.png", metric))
+        plots.append(plot_stage_scores(freeze["rows"], folder.path / "score_per_stage.png", metric, freeze))
     if s2:
         plots.append(plot_history(s2.get("trials", []), folder.path / "optimization_history.png", metric))
     if s3:
@@ -333,6 +413,12 @@ def write_report(run_dir: str | Path) -> Path:
         spent = freeze.get("solver_runs_cumulative", {})
         out += ["## Cost", "", f"Cumulative solver executions after stages 1 / 2 / 3: {spent.get('init', 0)} / "
                 f"{spent.get('search', 0)} / {spent.get('refine', 0)}.", ""] + costs + [""]
+    saved = early_stop_savings(folder.path)
+    if saved and (saved["runs"] or saved["shared_runs"]):
+        out += [f"Paid once, read many times: {saved['shared_runs']} unguided runs were made once per task, seed and "
+                f"engine settings and shared by every harness that makes them. Early stop at an exact fit: "
+                f"{saved['runs']} training runs stopped once their pool held an exact fit, saving "
+                f"{saved['solver_runs']} SR runs and {saved['llm_calls']} role calls.", ""]
     cache = llm_cache_stats(folder.path)
     if cache:
         out += [f"LLM response cache (`llm_cache.db`): {cache['stored']} answers stored; {cache['hits']} calls were "
@@ -342,29 +428,45 @@ def write_report(run_dir: str | Path) -> Path:
                 f"| role group | workflow | candidate | minibatch {metric} | LLM calls / task |",
                 "|---|---|---|---|---|"]
         for g in s1.get("groups", []):
-            for c in g.get("candidates", []):
-                out.append(f"| {'+'.join(g['roles'])} | {tuple(g['workflow'])} | {c.get('origin')} | "
-                           f"{_f(c.get('score'))} | {_f(c.get('llm_calls_per_task'), 1)} |")
-        out.append("")
+            for i, c in enumerate(g.get("candidates", [])):
+                paired = (c.get("rewrite") or {}).get("paired") or {}
+                verdict = (f" ({paired['wins']}/{paired['ties']}/{paired['losses']} vs {paired.get('against')}: "
+                           f"{'accepted' if paired.get('accepted') else 'not accepted'})" if paired else "")
+                out.append(f"| {'+'.join(g['roles'])} | {tuple(g['workflow'])} | {c.get('origin')}"
+                           f"{' **(kept)**' if i == 0 else ''}{verdict} | {_f(c.get('score'))} | "
+                           f"{_f(c.get('llm_calls_per_task'), 1)} |")
+        out += ["", f"A rewrite replaces the kept text only when it wins by the paired rule ({s1['groups'][0].get('accept_rule', '')}) "
+                "on the same minibatch (wins / ties / losses).", ""] if s1.get("groups") else [""]
     if s2:
         chosen = s2.get("chosen") or {}
         out += ["## Stage 2: joint search", "",
-                f"Space `{s2.get('space')}`, {s2.get('n_trials_complete')} complete trials; chosen trial "
-                f"{chosen.get('trial', '–')}: w = {tuple(chosen.get('workflow', ()))}, prompt indices "
+                f"Space `{s2.get('space')}`, {s2.get('n_trials_complete')} complete trials; "
+                + ("no trial beat the start, which is kept" if chosen.get("start") else
+                   f"chosen trial {chosen.get('trial', '–')}") + f": w = {tuple(chosen.get('workflow', ()))}, prompt indices "
                 f"{chosen.get('prompt_index', {})}, minibatch {metric} {_f(chosen.get('acc'))}; after adaptation "
                 f"{_f(s2.get('minibatch_score'))}.", ""]
+        for c in s2.get("confirmation", []):
+            out.append(f"- confirmation of trial {c.get('trial')} against the start on {len(s2.get('confirmation_tasks', []))} "
+                       f"training tasks: " + (f"{c.get('wins')} wins / {c.get('ties')} ties / {c.get('losses')} losses, "
+                                              f"p = {_f(c.get('p_value'))}: " if "wins" in c else "")
+                       + ("accepted" if c.get("accepted") else (c.get("note") or "not accepted")))
+        if s2.get("confirmation") is not None:
+            out += ["", f"Rule: {s2.get('accept_rule', '')}." if s2.get("accept_rule") else "", ""]
         kept = [a for a in s2.get("adaptation", []) if a.get("kept")]
         out += [f"Adaptation: {len(s2.get('adaptation', []))} rewrites tried, {len(kept)} kept.", ""]
     if s3:
         out += ["## Stage 3: reflective refinement", "",
                 f"Feedback `{s3.get('feedback')}`; {len(s3.get('members', []))} candidates kept, Pareto set "
                 f"{s3.get('pareto')}, best held-out-slice mean {_f(s3.get('holdout_score'))}.", "",
-                "| step | role | parent | minibatch parent → child | held-out child | kept | note |",
-                "|---|---|---|---|---|---|---|"]
+                "| step | role | parent | minibatch parent → child | held-out slice parent → child | wins / ties / losses "
+                "| kept | note |",
+                "|---|---|---|---|---|---|---|---|"]
         for st in s3.get("steps", []):
+            paired = st.get("paired") or {}
+            wtl = f"{paired['wins']} / {paired['ties']} / {paired['losses']}" if paired else "–"
             out.append(f"| {st['step']} | {st['role']} | {st['parent']} | {_f(st.get('parent_minibatch'))} → "
-                       f"{_f(st.get('child_minibatch'))} | {_f(st.get('child_holdout'))} | "
-                       f"{'yes' if st.get('accepted') else 'no'} | {st.get('reason') or ''} |")
+                       f"{_f(st.get('child_minibatch'))} | {_f(st.get('parent_holdout'))} → {_f(st.get('child_holdout'))} "
+                       f"| {wtl} | {'yes' if st.get('accepted') else 'no'} | {st.get('reason') or ''} |")
         out.append("")
     out += ["## Files", "", "`harness.json` (frozen harness), `optuna.db` (stage-2 study), `evals.db` (evaluation "
             "cache), `trace.jsonl` (one line per evaluation), `runs/<stage>/<digest>/<task>_s<seed>/` (per-task run "

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from optimize.paired import PairedRule
 from optimize.rewrite import RewriteSettings
 
 # The optimizer's stages in order: the seed harness, then stage 1 (prompt init), 2 (joint search), 3 (refinement).
@@ -65,6 +66,22 @@ class Bounds(_Model):
     # The seeded run going on from the unguided run's population (SRSettings.continue_unguided): values to search
     # over; None keeps the seed harness's setting (no parameter).
     continue_unguided: list[bool] | None = None
+    # The hand-made SR choices of the shipped default (workflows.harness.INITIAL_SR_CHOICES), searched by default so
+    # the optimizer can find them from HarnessSR's initial harness: the unguided run beside the roles, the term
+    # combination after the last run, and the engine's operator set (names of harness.engine.vocabulary.OPERATOR_SETS).
+    unguided_run: list[bool] | None = Field(default_factory=lambda: [False, True])
+    combine_terms: list[bool] | None = Field(default_factory=lambda: [False, True])
+    operators: list[str] | None = Field(default_factory=lambda: ["basic", "basic+pow"])
+
+    @field_validator("operators")
+    @classmethod
+    def _operator_sets(cls, value: list[str] | None) -> list[str] | None:
+        from harness.engine.vocabulary import OPERATOR_SETS
+
+        unknown = [v for v in value or [] if v not in OPERATOR_SETS]
+        if unknown:
+            raise ValueError(f"unknown operator sets {unknown}; known: {', '.join(OPERATOR_SETS)}")
+        return value
 
 
 class Stage2Settings(_Model):
@@ -78,6 +95,11 @@ class Stage2Settings(_Model):
     adapt_steps: int = Field(1, ge=0)
     adapt_roles: int | None = Field(1, ge=0)
     adapt_reserve: int = Field(0, ge=0)
+    # The chosen trial must then beat the stage's starting harness by the paired rule on these training tasks
+    # (common pairs; the minibatch the study chose on excluded first, winner's curse), else the start is kept;
+    # tried in order of score for the best ``confirm_top`` trials. None = every training task.
+    confirm_tasks: int | None = Field(None, ge=1)
+    confirm_top: int = Field(2, ge=0)
     # Workers sharing the study (optimize.shared_study): each running trial records a heartbeat every
     # heartbeat_interval seconds; one silent for grace_period (None: twice the interval) is failed and retried
     # max_retry times with its parameters.
@@ -93,22 +115,27 @@ class Stage3Settings(_Model):
     minibatch: int | None = Field(2, ge=1)
     holdout: int = Field(2, ge=1)
     minibatch_gate: bool = True
-    accept: Literal["mean", "pareto"] = "pareto"
+    # paired: the child must beat its parent on the held-out slice by the paired rule (OptimizeSettings.accept);
+    # mean / pareto (GEPA: also kept when it is best on some task): the earlier rules, as ablations
+    accept: Literal["paired", "mean", "pareto"] = "paired"
     drop_terms: bool = True
     max_solver_runs: int | None = None
 
 
 class FreezeSettings(_Model):
-    """``evaluate``/``train``/``heldout``: which stage harnesses are scored where, at the training scale (the
-    stage curve). Then the gate: the stages' pick and the seed (the shipped default) are scored on the validation
-    tasks (``tasks.n_validation``; the training tasks when there are none) at ``time_scale`` of their solve
-    seconds (1 = the solve budget itself); the pick is frozen only when it scores higher, else the seed is. Both
-    are also scored so on the held-out tasks (the report's first table)."""
+    """``evaluate``: the stage harnesses the report scores; ``train``: on the training tasks at the training scale;
+    ``heldout``: on the held-out tasks at ``heldout_time_scale`` of their solve seconds (the stage curve, with the
+    shipped default beside it; ``false`` scores only the starting harness, the frozen pick and the shipped
+    default there). The gate: the stages' pick and the shipped default are scored on the validation tasks
+    (``tasks.n_validation``; the training tasks when there are none) at ``time_scale`` of their solve seconds;
+    the pick is frozen only when it beats the shipped default by the paired rule (``OptimizeSettings.accept``),
+    else the shipped default is: a user never gets a worse solver than the default."""
 
     evaluate: list[str] = Field(default_factory=lambda: list(STAGE_ORDER))
     train: bool = True
     heldout: bool = True
     time_scale: float = Field(1.0, gt=0.0, le=1.0)
+    heldout_time_scale: float = Field(1.0, gt=0.0, le=1.0)
 
     @field_validator("evaluate")
     @classmethod
@@ -121,6 +148,10 @@ class FreezeSettings(_Model):
 
 class OptimizeSettings(_Model):
     preset: str = "quick"
+    # The starting harness: "initial" = HarnessSR's (generic role prompts, w = (0, 1, 0, 0, 0), none of the shipped
+    # default's hand-made SR choices: workflows.harness.initial_harness); "default" = the shipped default
+    # (workflows.harness.shipped_harness), to train on from there. (The top-level `seed` seeds the random draws.)
+    seed: Literal["initial", "default"] = "initial"
     storage: str | None = None
     study_name: str = "harness-sr-stage2"
     seeds: list[int] = Field(default_factory=lambda: [0])
@@ -134,6 +165,15 @@ class OptimizeSettings(_Model):
     branch_workers: int | None = 1
     keep_run_dirs: bool = True
     llm_cache: bool = True  # llm_cache.db in the run folder: a resumed or repeated stage pays for no call twice
+    # The unguided run of a (task, seed) at the same engine settings is made once and read by every harness after
+    # (common random numbers; paid once): evals.db's shared_runs table. Local executor only.
+    share_runs: bool = True
+    # Training runs stop paying (no further role call or SR run) once an exact fit is in the pool
+    # (SRSettings.stop_at_exact); the report counts the runs and calls saved.
+    stop_at_exact: bool = True
+    # Every acceptance (stage-1 rewrites, stage 2's choice, stage-3 children, freeze's gate): paired wins / ties /
+    # losses on common (task, seed) pairs (optimize.paired; the false-accept rate is at most alpha).
+    accept: PairedRule = Field(default_factory=lambda: PairedRule(min_net_wins=2, alpha=0.125, margin=0.01))
     # GEPA's reflection_lm: the model that writes stage-1 rewrites and stage-3 reflections (any `llm` config, e.g.
     # {provider: openai, base_url: ..., model: ...}); None = the harness's own model.
     reflection_llm: dict[str, Any] | None = None

@@ -3,8 +3,10 @@
 Each role group is optimised inside its small local workflow (Planner (0,1,0,0,0); Analyst (1,1,0,0,0);
 Diagnoser+Repairer together (0,1,1,0,0); Synthesizer (0,2,0,0,1)) so its score reflects that role and little
 else. Candidates are the seed text plus rewrites by the prompt engineer, each seeing the best candidate so far and
-its discovery feedback; every candidate is scored on the same seeded minibatch of training tasks. The top
-``pool_size`` texts per role form the prompt pool that stage 2 assigns from.
+its discovery feedback; every candidate is scored on the same seeded minibatch of training tasks (the same
+(task, seed) pairs). A rewrite replaces the incumbent (at first the seed text) only when it beats it by the paired
+rule (``optimize.paired``); the incumbent is the role's stage-1 text and the next rewrite's parent. The incumbent
+and the best-scoring other texts, up to ``pool_size`` per role, form the prompt pool that stage 2 assigns from.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def optimise_group(ctx: OptimizeContext, roles: list[str], prompts: dict[str, st
     batch = minibatch(ctx.tasks.train, s.minibatch, ctx.seed, STAGE, name)
     journal = ctx.folder.journal(STAGE)
     cands = [PromptCandidate({r: prompts[r] for r in roles}, "seed")]
+    incumbent = cands[0]
     exhausted = False
     try:
         cands[0].summary = ctx.evaluator.evaluate(base, batch, ctx.seeds, stage=STAGE, label=f"{name} seed")
@@ -74,7 +77,7 @@ def optimise_group(ctx: OptimizeContext, roles: list[str], prompts: dict[str, st
         for k in range(max_proposals):
             if len(cands) >= s.n_candidates:
                 break
-            parent = _ranked(cands)[0]
+            parent = incumbent
             feedback = discovery_feedback(parent.summary.records, ctx.task_index, ctx.settings.rewrite.feedback_chars)
             new: dict[str, str] = {}
             info: dict[str, Any] = {}
@@ -97,16 +100,23 @@ def optimise_group(ctx: OptimizeContext, roles: list[str], prompts: dict[str, st
             cands.append(cand)
             cand.summary = ctx.evaluator.evaluate(base.with_prompts(**new), batch, ctx.seeds, stage=STAGE,
                                                   label=f"{name} rewrite {k}")
-            log.info("stage 1 %s: rewrite %d scored %.3f (parent %.3f)", name, k, cand.score, parent.score)
+            accepted, record = ctx.settings.accept.decide(cand.summary, parent.summary)
+            cand.rewrite["paired"] = {**record.to_dict(), "against": parent.origin, "accepted": accepted}
+            if accepted:
+                incumbent = cand
+            log.info("stage 1 %s: rewrite %d scored %.3f (parent %.3f): %s, %s", name, k, cand.score, parent.score,
+                     record.summary(), "accepted" if accepted else "not accepted")
     except StageBudgetSpent as exc:
         log.warning("stage 1 %s: %s", name, exc)
         exhausted = True
-    ranked = _ranked(cands) or cands[:1]
+    others = [c for c in _ranked(cands) if c is not incumbent]
+    ranked = [incumbent, *others] if incumbent.summary is not None else (_ranked(cands) or cands[:1])
     return {
         "roles": roles,
         "workflow": list(workflow.as_tuple()),
         "minibatch": [t.name for t in batch],
         "candidates": [c.to_dict() for c in ranked],
+        "accept_rule": ctx.settings.accept.describe(),
         "budget_exhausted": exhausted,
     }
 

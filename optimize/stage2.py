@@ -2,9 +2,12 @@
 
 Space: w = (use_analyst, branches, repair_rounds, discussion_rounds, use_synthesizer) x the pool index each role
 uses (``space=full``), or an index into a fixed presampled pool of workflows x prompt indices (``space=fixed_pool``,
-the ablation). Objective: mean acc_0.01 on a fixed training minibatch minus ``llm_penalty`` x LLM calls per task
-(calls break ties). After the study the best trial is picked lexicographically (accuracy, then fewer calls) and
-briefly adapted: a stage-1-style rewrite of its prompts inside the chosen workflow, kept only if it scores higher.
+the ablation), x the SR settings the shipped default chose by hand (the unguided run, the term combination, the
+operator set) and the SR channels. Objective: mean score on a fixed training minibatch minus ``llm_penalty`` x LLM
+calls per task (calls break ties). After the study the best trials (accuracy, then fewer calls) are confirmed in
+turn against the stage's start (stage 1's harness) on other training tasks by the paired rule
+(``optimize.paired``): the first that wins is the choice, else the start stays. Then a brief adaptation: a
+stage-1-style rewrite of its prompts inside the chosen workflow, kept only when it wins by the same rule.
 
 Resumable and shareable: the study lives in an RDB (``sqlite:///<run>/optuna.db`` or ``optimize.storage``) under a
 fixed name with ``load_if_exists``; the run continues until ``n_trials`` trials are COMPLETE in total, so finished
@@ -23,6 +26,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 
+from harness.engine.vocabulary import OPERATOR_SETS
 from harness.runtime.role_agent import RoleAgentConfig
 from optimize.context import OptimizeContext
 from optimize.evaluation import StageBudgetSpent
@@ -126,21 +130,30 @@ def suggest_role_agents(trial: Trial, b: Bounds, w: WorkflowParams) -> dict[str,
     return agents
 
 
-# SRSettings fields stage 2 searches where Bounds lists values
-SR_CHANNELS = ("evolve_rounds", "residual_seconds", "continue_unguided")
+# SRSettings fields stage 2 searches where Bounds lists values: the SR channels, and the shipped default's
+# hand-made choices (workflows.harness.INITIAL_SR_CHOICES; ``operators`` by the name of an OPERATOR_SETS entry)
+SR_CHANNELS = ("evolve_rounds", "residual_seconds", "continue_unguided", "unguided_run", "combine_terms", "operators")
 
 
 def suggest_sr_channels(trial: Trial, b: Bounds) -> dict[str, Any]:
-    """The SR channels' settings of this trial (``Bounds.evolve_rounds``: LLM-SR's proposal rounds,
-    ``Bounds.residual_seconds``: the residual run, ``Bounds.continue_unguided``: the seeded run continuing the
-    unguided run's population); a channel without values keeps the seed's setting (no
-    parameter)."""
+    """The SR settings of this trial: the channels (``evolve_rounds``: LLM-SR's proposal rounds,
+    ``residual_seconds``: the residual run, ``continue_unguided``: the seeded run continuing the unguided run's
+    population) and the hand-made choices (``unguided_run``, ``combine_terms``, ``operators``: a set's name); a
+    field without values keeps the seed's setting (no parameter)."""
     out: dict[str, Any] = {}
     for name in SR_CHANNELS:
         values = getattr(b, name)
         if values:
-            options = sorted(set(values))
+            options = sorted(set(values), key=str)
             out[name] = trial.suggest_categorical(name, options) if len(options) > 1 else options[0]
+    return out
+
+
+def sr_settings_of(channels: dict[str, Any]) -> dict[str, Any]:
+    """The channels as SRSettings fields (an operator set's name -> its operators)."""
+    out = dict(channels)
+    if isinstance(out.get("operators"), str):
+        out["operators"] = list(OPERATOR_SETS[out["operators"]])
     return out
 
 
@@ -148,7 +161,7 @@ def spec_for(base: Harness, pool: dict[str, list[str]], w: WorkflowParams, idx: 
              agents: dict[str, RoleAgentConfig] | None = None, sr_channels: dict[str, Any] | None = None) -> Harness:
     spec = base.with_workflow(w).with_prompts(**{role: pool[role][i] for role, i in idx.items()})
     if sr_channels:
-        spec = spec.with_sr_settings(**sr_channels)
+        spec = spec.with_sr_settings(**sr_settings_of(sr_channels))
     return spec.with_changes(role_agents=dict(agents or {}))
 
 
@@ -178,12 +191,66 @@ def completed(study: optuna.Study) -> list[FrozenTrial]:
     return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
 
 
+def ranked(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    """Complete trials, best first: highest accuracy, then fewest LLM calls per task, then earliest."""
+    usable = [t for t in trials if "acc" in t.user_attrs]
+    return sorted(usable, key=lambda t: (-t.user_attrs["acc"], t.user_attrs.get("llm_calls_per_task", 0), t.number))
+
+
 def choose(trials: list[FrozenTrial]) -> FrozenTrial | None:
     """Lexicographic pick: highest accuracy, then fewest LLM calls per task, then earliest."""
-    usable = [t for t in trials if "acc" in t.user_attrs]
-    if not usable:
-        return None
-    return min(usable, key=lambda t: (-t.user_attrs["acc"], t.user_attrs.get("llm_calls_per_task", 0), t.number))
+    order = ranked(trials)
+    return order[0] if order else None
+
+
+def trial_spec(ctx: OptimizeContext, pool: dict[str, list[str]], trial: FrozenTrial) -> tuple[Harness, dict[str, Any]]:
+    """The harness a complete trial ran, and what it chose (for the stage result)."""
+    w = WorkflowParams.from_tuple(trial.user_attrs["workflow"])
+    agents = trial.user_attrs.get("role_agents") or {}
+    channels = trial.user_attrs.get("sr_channels")
+    if channels is None:  # a trial stored before SR_CHANNELS kept its one channel on its own
+        old = trial.user_attrs.get("evolve_rounds")
+        channels = {} if old is None else {"evolve_rounds": old}
+    spec = spec_for(ctx.base, pool, w, {k: int(v) for k, v in trial.user_attrs["prompt_index"].items()},
+                    role_agent_settings(agents), channels)
+    return spec, {"trial": trial.number, "acc": trial.user_attrs["acc"],
+                  "llm_calls_per_task": trial.user_attrs.get("llm_calls_per_task"), "workflow": list(w.as_tuple()),
+                  "prompt_index": trial.user_attrs["prompt_index"], "role_agents": agents, **channels}
+
+
+def confirmation_tasks(ctx: OptimizeContext, batch: list[Any]) -> list[Any]:
+    """Where stage 2's choice is confirmed: training tasks the study did not choose on (the best of many trials
+    on one minibatch is favoured there by chance), or every training task when too few are left."""
+    s = ctx.settings.stage2
+    rest = [t for t in ctx.tasks.train if t.name not in {b.name for b in batch}]
+    tasks = rest if len(rest) >= 2 else list(ctx.tasks.train)
+    return minibatch(tasks, s.confirm_tasks, ctx.seed, STAGE, "confirm")
+
+
+def confirm(ctx: OptimizeContext, start: Harness, candidates: list[tuple[Harness, dict[str, Any]]],
+            tasks: list[Any]) -> tuple[Harness, dict[str, Any], list[dict[str, Any]]]:
+    """The first candidate (best trial first) that beats ``start`` by the paired rule on ``tasks`` (or is the start
+    itself); else ``start``. Each comparison's wins / ties / losses are returned for the report."""
+    rule = ctx.settings.accept
+    rows: list[dict[str, Any]] = []
+    kept = {"trial": None, "start": True, "workflow": list(start.workflow.as_tuple()),
+            "prompt_index": {role: 0 for role in start.prompts}, "role_agents": {}}
+    if not candidates:
+        return start, kept, rows
+    base = ctx.evaluator.evaluate(start, tasks, ctx.seeds, stage=STAGE, label="confirm start")
+    for spec, chosen in candidates:
+        if spec.identity_digest == start.identity_digest:  # the search found nothing better than where it began
+            rows.append({"trial": chosen.get("trial"), "accepted": True, "note": "the start itself"})
+            return spec, chosen, rows
+        summary = ctx.evaluator.evaluate(spec, tasks, ctx.seeds, stage=STAGE, label=f"confirm trial {chosen['trial']}")
+        accepted, record = rule.decide(summary, base)
+        rows.append({"trial": chosen.get("trial"), "accepted": accepted, "score": summary.score,
+                     "start_score": base.score, **record.to_dict()})
+        log.info("stage 2: trial %s against the start on %d confirmation tasks: %s (%s)", chosen.get("trial"),
+                 len(tasks), record.summary(), "accepted" if accepted else "not accepted")
+        if accepted:
+            return spec, chosen, rows
+    return start, kept, rows
 
 
 def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna.Study, list[WorkflowParams] | None]:
@@ -256,7 +323,8 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
 
 
 def adapt(ctx: OptimizeContext, spec: Harness, batch: list[Any]) -> tuple[Harness, list[dict[str, Any]]]:
-    """Short stage-1-style rewrite of the chosen prompts inside the chosen workflow; keep only improvements."""
+    """Short stage-1-style rewrite of the chosen prompts inside the chosen workflow; a rewrite is kept only when it
+    beats the current prompts by the paired rule on the minibatch."""
     s = ctx.settings.stage2
     journal = ctx.folder.journal(STAGE)
     roles = [r for r in ROLE_ORDER if r in spec.workflow.roles_used()]
@@ -280,8 +348,9 @@ def adapt(ctx: OptimizeContext, spec: Harness, batch: list[Any]) -> tuple[Harnes
             if rw.get("text"):
                 child = spec.with_prompts(**{role: rw["text"]})
                 summary = ctx.evaluator.evaluate(child, batch, ctx.seeds, stage=STAGE, label=f"adapt {role}")
-                row.update(score=summary.score, base_score=current.score)
-                if summary.score > current.score:
+                accepted, record = ctx.settings.accept.decide(summary, current)
+                row.update(score=summary.score, base_score=current.score, **record.to_dict())
+                if accepted:
                     spec, current, row["kept"] = child, summary, True
             log_rows.append(row)
     return spec, log_rows
@@ -297,27 +366,25 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
 
 
 def run_stage2(ctx: OptimizeContext, pool: dict[str, list[str]]) -> dict[str, Any]:
-    """Search, pick, adapt; returns the stage-2 result (the caller saves it)."""
+    """Search, pick, confirm against the start by the paired rule, adapt; returns the stage-2 result (the caller
+    saves it)."""
     s = ctx.settings.stage2
     study, workflows = run_search(ctx, pool)
-    best = choose(completed(study))
     batch = minibatch(ctx.tasks.train, s.minibatch, ctx.seed, STAGE)
-    if best is None:
+    start = ctx.base.with_prompts(**{role: texts[0] for role, texts in pool.items()})  # stage 1's harness
+    top = [trial_spec(ctx, pool, t) for t in ranked(completed(study))[: max(1, s.confirm_top)]]
+    confirmation: list[dict[str, Any]] = []
+    confirm_on = confirmation_tasks(ctx, batch)
+    try:
+        if s.confirm_top == 0:
+            spec, chosen = top[0] if top else (start, {})
+        else:
+            spec, chosen, confirmation = confirm(ctx, start, top, confirm_on)
+    except StageBudgetSpent as exc:
+        log.warning("stage 2 confirmation: %s; keeping the start", exc)
+        spec, chosen = start, {}
+    if not top:
         log.warning("stage 2: no complete trial; keeping the stage-1 harness")
-        spec = ctx.base.with_prompts(**{role: texts[0] for role, texts in pool.items()})
-        chosen: dict[str, Any] = {}
-    else:
-        w = WorkflowParams.from_tuple(best.user_attrs["workflow"])
-        agents = best.user_attrs.get("role_agents") or {}
-        channels = best.user_attrs.get("sr_channels")
-        if channels is None:  # a trial stored before SR_CHANNELS kept its one channel on its own
-            old = best.user_attrs.get("evolve_rounds")
-            channels = {} if old is None else {"evolve_rounds": old}
-        spec = spec_for(ctx.base, pool, w, {k: int(v) for k, v in best.user_attrs["prompt_index"].items()},
-                        role_agent_settings(agents), channels)
-        chosen = {"trial": best.number, "acc": best.user_attrs["acc"],
-                  "llm_calls_per_task": best.user_attrs.get("llm_calls_per_task"), "workflow": list(w.as_tuple()),
-                  "prompt_index": best.user_attrs["prompt_index"], "role_agents": agents, **channels}
     adaptation: list[dict[str, Any]] = []
     try:
         spec, adaptation = adapt(ctx, spec, batch)
@@ -332,6 +399,9 @@ def run_stage2(ctx: OptimizeContext, pool: dict[str, list[str]]) -> dict[str, An
         "study_name": ctx.settings.study_name,
         "n_trials_complete": len(completed(study)),
         "chosen": chosen,
+        "confirmation": confirmation,
+        "confirmation_tasks": [t.name for t in confirm_on],
+        "accept_rule": ctx.settings.accept.describe(),
         "fixed_pool": [list(w.as_tuple()) for w in workflows] if workflows else None,
         "adaptation": adaptation,
         "minibatch": [t.name for t in batch],

@@ -95,4 +95,8 @@ def test_one_definition_of_the_default(tmp_path) -> None:
     ctx = build_context(tmp_path, OptimizeSettings.model_validate(cfg["optimize"]), llm_config=cfg["llm"],
                         backend_config=cfg["backend"], benchmark_config=cfg["benchmark"], llm=object(),
                         tasks=TaskSets([], []))
-    assert ctx.base == definition and ctx.base.identity_digest == shipped.identity_digest
+    assert ctx.default == definition and ctx.default.identity_digest == shipped.identity_digest
+    # the optimizer starts from HarnessSR's initial harness: the same definition with the hand-made choices undone
+    from workflows.harness import initial_harness
+
+    assert ctx.base == initial_harness() and ctx.base.settings.time_budget == definition.settings.time_budget

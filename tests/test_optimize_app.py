@@ -26,6 +26,9 @@ REPO = Path(__file__).resolve().parent.parent
 TINY = [
     "llm=scripted", HYDRA_TEST_CONF, "benchmark=toy", "backend.operators=[add,sub,mul,div]", "backend.time_budget=1", "backend.population_size=50", "backend.generations=20",
     "backend.combine_terms=false", "backend.unguided_run=false",  # the toy: see tests/doubles.py
+    # the toy's SR floor stays (no operator set searched) and one pair may decide (the toy has few tasks)
+    "optimize.stage2.bounds.unguided_run=null", "optimize.stage2.bounds.combine_terms=null",
+    "optimize.stage2.bounds.operators=null", "optimize.accept.min_net_wins=1", "optimize.accept.alpha=1.0",
     "optimize.tasks.n_train=3", "optimize.tasks.n_heldout=1", "optimize.metric=acc_0.01", "optimize.score_split=test_id",
     "optimize.stage1.groups=[[planner]]", "optimize.stage1.minibatch=1",
     "optimize.stage2.minibatch=2", "optimize.stage2.n_trials=2", "optimize.stage2.n_startup_trials=2",
@@ -242,8 +245,10 @@ def test_presets_compose_and_validate(preset):
     assert cfg.llm.provider == "local" and cfg.backend.name == "operon" and cfg.benchmark.name == "lsr_like"
     if preset in ("quick", "small"):  # a training shortcut for stages 1-3 only; the gate runs at a share of the solve
         assert settings.train_time_scale < 1.0 and 0.0 < settings.freeze.time_scale <= 1.0
-    if preset == "small":  # 8 training + 4 validation (training laws) + 4 held-out (test laws) tasks
-        assert (settings.tasks.n_train, settings.tasks.n_validation, settings.tasks.n_heldout) == (8, 4, 4)
+    assert settings.seed == "initial"  # every preset starts where HarnessSR starts
+    if preset == "small":  # 8 training + 4 validation (training laws) + 8 held-out (test laws) tasks
+        assert (settings.tasks.n_train, settings.tasks.n_validation, settings.tasks.n_heldout) == (8, 4, 8)
+        assert settings.freeze.heldout and settings.freeze.heldout_time_scale == 1.0  # the stage curve at 60 s
         # as measured: one task at a time, ID+OOD objective, at most 4 role calls per task in stage 2
         assert settings.task_workers == 1 and settings.score_split == "test_id+test_ood"
         assert settings.stage2.bounds.role_tools == [False] and settings.stage2.bounds.branches == (1, 1)

@@ -28,7 +28,9 @@ TASKS = TaskSets(toy.toy_tasks(5), toy.toy_tasks(2, offset=100))
 
 
 def make_ctx(tmp_path: Path, overrides: dict):
-    settings = OptimizeSettings.model_validate(overrides)
+    from tests.test_optimize_units import MECHANICS, merged
+
+    settings = OptimizeSettings.model_validate(merged(MECHANICS, overrides))  # the toy's five tasks: one pair decides
     llm = ScriptedLLM(fn=toy.respond)
     llm_config = {"provider": SCRIPTED, "extra": {"fn": "tests.doubles:respond"}}
     ctx = build_context(tmp_path, settings, llm_config=llm_config, backend_config=SR, benchmark_config={}, llm=llm,
@@ -67,9 +69,10 @@ def test_stage2_adaptation_keeps_a_better_rewrite(tmp_path):
     ctx, _ = make_ctx(tmp_path, {"stage2": {"n_trials": 1, "minibatch": 2, "adapt_steps": 1, "adapt_roles": 1,
                                              "bounds": {"branches": [1, 1], "repair_rounds": [0, 0],
                                                         "discussion_rounds": [0, 0], "use_analyst": [False],
-                                                        "use_synthesizer": [False]}}})
+                                                        "use_synthesizer": [False], "role_samples": [1, 1],
+                                                        "role_tools": [False]}}})
     result = run_stage2(ctx, {role: [text] for role, text in ctx.base.prompts.items()})
-    assert result["chosen"]["acc"] == 0.0
+    assert result["chosen"]["acc"] == 0.0 and result["confirmation"][0]["note"] == "the start itself"
     assert result["adaptation"][0]["kept"] and result["minibatch_score"] == 1.0
     assert toy.PHRASE in result["harness"]["prompts"]["planner"]
 

@@ -5,6 +5,8 @@ frozen file stores (``harness.app.artifact.FrozenHarness`` = a Harness + provena
 is the one way a harness runs on a task. :func:`shipped_harness` is *the* default - the harness
 ``harness=default`` solves with, the optimizer's seed, the Hydra base of the engine settings and what
 ``scripts/make_default_harness.py`` writes - so there is exactly one place that says what it is.
+:func:`initial_harness` beside it is HarnessSR's starting point (generic prompts, none of the hand-made SR
+choices, :data:`INITIAL_SR_CHOICES`), where the optimizer starts with ``optimize.seed=initial``.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.engine.vocabulary import BASIC_OPERATORS
 from harness.runtime.role_agent import RoleAgentConfig
 from harness.sr.backends import backend_names
 from workflows.identity import harness_identity, identity_digest, llm_identity
 from workflows.params import SRSettings, WorkflowParams
-from workflows.roles import ROLE_NAMES, default_prompts, role_agent_settings
+from workflows.roles import ROLE_NAMES, default_prompts, initial_prompts, role_agent_settings
 
 # The shipped harness: one Planner call beside the engine's own unguided run, then one run seeded with the
 # Planner's fitted hypotheses, w = (0, 1, 0, 0, 0); the engine settings are SRSettings' defaults (60 s per run).
@@ -27,6 +30,15 @@ SHIPPED_WORKFLOW = WorkflowParams.from_tuple((0, 1, 0, 0, 0))
 SHIPPED_BACKEND = "operon"
 SHIPPED_LLM: dict[str, Any] = {"provider": "local", "model": "qwen2.5-coder-1.5b-instruct", "temperature": 0.7,
                                "max_tokens": 384}
+# HarnessSR's initial harness (the optimizer's ``seed=initial``): the generic role prompts and the shipped workflow
+# w = (0, 1, 0, 0, 0), without the SR choices the shipped default makes by hand. Each hand-made choice is one
+# SRSettings field; its shipped value is that field's default, its initial value is here. The optimizer's stage 2
+# searches every one of them (optimize.settings.Bounds), so it can find the shipped default's choices or others.
+#   unguided_run: the engine's own run beside the roles (initial: one SR run, seeded by the Planner);
+#   combine_terms: least-squares combinations of the pool's terms after the last run (initial: none);
+#   operators: the engine's operator set (initial: the basic set, no ``pow``).
+INITIAL_SR_CHOICES: dict[str, Any] = {"unguided_run": False, "combine_terms": False,
+                                      "operators": list(BASIC_OPERATORS)}
 
 
 class Harness(BaseModel):
@@ -123,28 +135,59 @@ class Harness(BaseModel):
         return Harness.model_validate({k: v for k, v in dict(data).items() if k in Harness.model_fields})
 
 
-def shipped_harness(*, llm: Any = None, backend: str | None = None) -> Harness:
+def shipped_harness(*, llm: Any = None, backend: str | None = None,
+                    sr_settings: Mapping[str, Any] | None = None) -> Harness:
     """The default harness: our prompts (``workflows/prompts``), :data:`SHIPPED_WORKFLOW`, the engine's default
-    settings (``SRSettings()``) and the embedded model. ``llm``/``backend`` swap the model or engine (the
-    optimizer's seed takes the model it trains with)."""
+    settings (``SRSettings()``) and the embedded model. ``llm``/``backend``/``sr_settings`` swap the model, the
+    engine or its settings (the optimizer's seed takes the model and engine config it trains with)."""
     return Harness(prompts=default_prompts(), workflow=SHIPPED_WORKFLOW, backend=backend or SHIPPED_BACKEND,
-                   sr_settings=SRSettings().model_dump(mode="json"),
+                   sr_settings=dict(sr_settings) if sr_settings is not None else SRSettings().model_dump(mode="json"),
                    llm=llm_identity(llm) if llm is not None else dict(SHIPPED_LLM))
+
+
+def initial_harness(*, llm: Any = None, backend: str | None = None,
+                    sr_settings: Mapping[str, Any] | None = None) -> Harness:
+    """HarnessSR's starting point: :func:`shipped_harness` with the generic prompts (``workflows/prompts/initial``)
+    and the hand-made choices at their initial values (:data:`INITIAL_SR_CHOICES`). ``sr_settings`` (e.g. an engine
+    config's) replace the engine settings first; a hand-made field there at its shipped value is then reset, one
+    the caller set to anything else (an operator set of their own) is kept."""
+    base = shipped_harness(llm=llm, backend=backend, sr_settings=sr_settings)
+    shipped = SRSettings().model_dump(mode="json")
+    reset = {k: v for k, v in INITIAL_SR_CHOICES.items() if _same(base.sr_settings.get(k), shipped[k])}
+    return base.with_changes(prompts=initial_prompts()).with_sr_settings(**reset)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return set(a) == set(b) if isinstance(a, list) and isinstance(b, list) else a == b
+
+
+def hand_made_choices(harness: Harness) -> dict[str, Any]:
+    """The hand-made SR choices ``harness`` makes: each :data:`INITIAL_SR_CHOICES` field whose value differs from
+    the initial one, with its value (``{}`` for the initial harness)."""
+    settings = harness.settings
+    return {name: getattr(settings, name) for name, initial in INITIAL_SR_CHOICES.items()
+            if not _same(getattr(settings, name), initial)}
+
+
+STARTING_HARNESSES: dict[str, Callable[..., Harness]] = {"initial": initial_harness, "default": shipped_harness}
 
 
 def run_harness(harness: Harness, task: Any, llm: Any, *, seed: int = 0, sr_settings: Mapping[str, Any] | None = None,
                 backend: str | None = None, budget: Any = None, run_dir: str | Path | None = None,
                 max_workers: int | None = None, on_node: Callable[[Any], None] | None = None,
-                warm_start: Sequence[str] = (), runner: Callable[..., Any] | None = None, control: Any = None) -> Any:
+                warm_start: Sequence[str] = (), runner: Callable[..., Any] | None = None, control: Any = None,
+                shared_runs: Any = None) -> Any:
     """Run ``harness`` on ``task`` with the client ``llm``: the workflow's ``WorkflowResult``.
 
     ``sr_settings`` overrides single engine settings for this run only (e.g. the optimizer's shorter training
     runs); ``runner`` replaces ``workflows.runner.run_workflow`` (tests); ``control`` is a
-    ``harness.runtime.interaction.RunControl`` (the user's guidance, pause / stop)."""
+    ``harness.runtime.interaction.RunControl`` (the user's guidance, pause / stop); ``shared_runs`` a
+    ``workflows.sr_steps.SharedRuns`` store for the runs no role influences (the optimizer's)."""
     if runner is None:
         from workflows.runner import run_workflow as runner
     settings = SRSettings.coerce({**harness.sr_settings, **dict(sr_settings or {})})  # typed from here to the engine
     return runner(task, harness.workflow, dict(harness.prompts), llm, backend=backend or harness.backend,
                   sr_settings=settings, role_agents=harness.role_agents, budget=budget, seed=seed, run_dir=run_dir,
                   max_workers=max_workers, on_node=on_node, warm_start=warm_start,
-                  **({"control": control} if control is not None else {}))
+                  **({"control": control} if control is not None else {}),
+                  **({"shared_runs": shared_runs} if shared_runs is not None else {}))

@@ -151,6 +151,10 @@ class SRSettings(EngineSettings):
     run from scratch must find the known part first. The solve's SR seconds stay the same (at most half the
     branch's first run; 0 = off; no kept hypothesis = no residual run).
 
+    ``stop_at_exact``: once the pool holds an exact fit (validation NMSE at the data's precision,
+    ``harness.engine.candidates.NMSE_FLOOR``), the run makes no further role call or SR run (status
+    ``target_reached``); the optimizer's training runs use it to stop paying for tasks already solved.
+
     The defaults are the shipped harness's engine settings (``workflows.harness.shipped_harness``; why each:
     docs/decisions.md): a setting not given anywhere is what the default harness solves with.
     """
@@ -170,6 +174,7 @@ class SRSettings(EngineSettings):
     evolve_proposals: int = Field(3, ge=1, le=8)
     residual_seconds: float = Field(0.0, ge=0)
     residual_candidates: int = Field(8, ge=1, le=32)
+    stop_at_exact: bool = False
     term_library: dict[str, list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_TERM_CHARS)]]] = \
         Field(default_factory=dict)
 

@@ -31,6 +31,7 @@ ROLE_TOOLS: dict[str, tuple[str, ...]] = {
 CODE_TOOL = "run_python"
 CODE_TOOL_ROLES: tuple[str, ...] = ("analyst", "diagnoser")
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+INITIAL_PROMPTS_DIR = PROMPTS_DIR / "initial"
 
 
 def role_tool_menu(role: str) -> tuple[str, ...]:
@@ -235,12 +236,22 @@ def fallback_output(role: str) -> RoleOutput:
     return output_model(role)()
 
 
+def _read_prompts(folder: Path) -> dict[str, str]:
+    missing = [r for r in ROLE_NAMES if not (folder / f"{r}.md").is_file()]
+    if missing:
+        raise FileNotFoundError(f"no prompt file for role(s) {missing} in {folder}; reinstall harness-sr")
+    return {r: (folder / f"{r}.md").read_text(encoding="utf-8").strip() for r in ROLE_NAMES}
+
+
 def default_prompts() -> dict[str, str]:
     """Our role instructions: ``workflows/prompts/<role>.md`` (package data, so installed copies have them)."""
-    missing = [r for r in ROLE_NAMES if not (PROMPTS_DIR / f"{r}.md").is_file()]
-    if missing:
-        raise FileNotFoundError(f"no prompt file for role(s) {missing} in {PROMPTS_DIR}; reinstall harness-sr")
-    return {r: (PROMPTS_DIR / f"{r}.md").read_text(encoding="utf-8").strip() for r in ROLE_NAMES}
+    return _read_prompts(PROMPTS_DIR)
+
+
+def initial_prompts() -> dict[str, str]:
+    """HarnessSR's initial role prompts: what each role does and what it answers, nothing more (no field, no
+    domain, no example); ``workflows/prompts/initial/<role>.md``. The optimizer's ``seed=initial`` starts here."""
+    return _read_prompts(INITIAL_PROMPTS_DIR)
 
 
 def role_agent_settings(raw: Any) -> dict[str, RoleAgentConfig]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from harness.engine.candidates import Candidate
+from harness.engine.candidates import NMSE_FLOOR, Candidate
 from harness.engine.context import (
     AgentContext,
     Budget,
@@ -55,7 +55,10 @@ from workflows.roles import (
     role_agent_settings,
 )
 from workflows.role_steps import RoleSteps
-from workflows.sr_steps import SRSteps
+from workflows.sr_steps import SharedRuns, SRSteps
+
+
+EXACT_FIT = "an exact fit was found (sr.stop_at_exact)"
 
 
 @dataclass
@@ -110,7 +113,9 @@ class _WorkflowRun(RoleSteps, SRSteps, EvolutionSteps):
         warm_start: Sequence[str] = (),
         role_agents: dict[str, RoleAgentConfig] | None = None,
         control: RunControl | None = None,
+        shared_runs: SharedRuns | None = None,
     ):
+        self.shared_runs = shared_runs  # the unguided run read from / written to it (sr_steps.SharedRuns)
         self.control = control  # the user's queued guidance and pause / stop, taken before each role call and SR run
         self.guidance: list[str] = []  # every message delivered so far: each later role call sees them
         missing = [r for r in params.roles_used() if not (prompts.get(r) or "").strip()]
@@ -173,9 +178,24 @@ class _WorkflowRun(RoleSteps, SRSteps, EvolutionSteps):
                 pass
         return node.id
 
+    def exact_found(self) -> bool:
+        """With ``SRSettings.stop_at_exact``: True (and the run stops) once the pool holds an exact fit."""
+        if not self.settings.stop_at_exact:
+            return False
+        if self.stop_reason == EXACT_FIT:
+            return True
+        best = self.state.best()
+        if best is None or not best.metric("valid") <= NMSE_FLOOR:
+            return False
+        self._stop(EXACT_FIT)
+        return True
+
     def _boundary(self, where: str) -> bool:
         """A safe boundary (before a role call or an SR run): park while the user paused, keep their messages for
-        the next prompts; False once the user stopped the run."""
+        the next prompts; False once the user stopped the run, or once an exact fit makes the rest needless
+        (``SRSettings.stop_at_exact``)."""
+        if self.exact_found():
+            return False
         if self.control is None:
             return True
         texts = self.control.checkpoint(where)
@@ -313,6 +333,8 @@ class _WorkflowRun(RoleSteps, SRSteps, EvolutionSteps):
             status = RunStatus.FAILED
         elif self.ctx.cancelled() or (self.control is not None and self.control.stop_requested):
             status = RunStatus.CANCELLED
+        elif self.stop_reason == EXACT_FIT:
+            status = RunStatus.TARGET_REACHED
         elif self.stop_reason:
             status = RunStatus.BUDGET_EXHAUSTED
         if self.control is not None:
@@ -364,6 +386,7 @@ def run_workflow(
     warm_start: Sequence[str] = (),
     role_agents: dict[str, RoleAgentConfig | dict[str, Any]] | None = None,
     control: RunControl | None = None,
+    shared_runs: SharedRuns | None = None,
 ) -> WorkflowResult:
     """Run the workflow ``params`` with role ``prompts`` (None = ours) on ``task``; see the module docstring.
 
@@ -374,6 +397,8 @@ def run_workflow(
     a role not named is one structured call.
     ``control``: the user's queued guidance (every later role prompt carries it) and pause / resume / stop,
     taken before each role call and SR run (``harness.runtime.interaction``).
+    ``shared_runs``: where the unguided run is read from when another run already made it with the same task,
+    seed and engine settings (``workflows.sr_steps.SharedRuns``; the optimizer's evaluation cache), else written.
     """
     if isinstance(params, dict):
         params = WorkflowParams.model_validate(params)
@@ -385,7 +410,7 @@ def run_workflow(
         task, params, dict(prompts), llm, backend=backend, sr_settings=SRSettings.coerce(sr_settings),
         budget=_coerce_budget(budget), seed=int(seed), run_dir=Path(run_dir) if run_dir is not None else None,
         max_workers=max_workers or default_max_workers(), on_node=on_node, warm_start=warm_start,
-        role_agents=role_agents, control=control,
+        role_agents=role_agents, control=control, shared_runs=shared_runs,
     )
     if cancel_event is not None:
         run.ctx.cancel_event = cancel_event

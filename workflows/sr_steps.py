@@ -11,10 +11,12 @@ run context ``ctx`` (task, fit settings, ``search`` settings), ``settings`` (``S
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import time
-from dataclasses import replace
-from typing import Any, Callable
+from dataclasses import asdict, replace
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -26,11 +28,30 @@ from harness.engine.task import Split
 from harness.runtime.nodes import NodeKind, NodeType
 from harness.sr.plan import SearchPlan
 from harness.sr.tools import RunSRSearchTool
+from harness.tools.base import ToolCallResult
 from workflows.evidence import Branch, describe, short_equation
 from workflows.params import engine_seed
 from workflows.roles import PlanOutput
 
 ENGINE_INFO_KEYS = ("generations", "gp_seconds", "n_seeds", "n_injected", "continued", "front_size")
+
+
+class SharedRuns(Protocol):
+    """A store of SR runs that no role influences (the unguided run of a task and seed at the same engine
+    settings), so every harness that would make the same run reads the one already made: the optimizer's
+    candidates then share it exactly (common random numbers) and pay for it once. Values are JSON-safe dicts."""
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+    def put(self, key: str, value: dict[str, Any]) -> None: ...
+
+
+def shared_run_key(task: Any, plan: SearchPlan, backend: str, fit: Any) -> str:
+    """What decides an unguided run's outcome: the task's content, the admitted plan (engine seed, seconds,
+    operators, ...), the engine and how candidates are fitted and scored."""
+    text = json.dumps({"task": task.fingerprint(), "plan": plan.model_dump(mode="json"), "backend": backend,
+                       "fit": asdict(fit)}, sort_keys=True, default=str)
+    return "unguided:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 class SRSteps:
@@ -52,6 +73,9 @@ class SRSteps:
     _library_lock: Any
     stopped: bool
     window: Any
+    exact_found: Callable[[], bool]
+    shared_runs: SharedRuns | None
+    backend: str
 
     def screen_hypotheses(self, texts: list[str], source: str = "hypothesis") -> tuple[list[Candidate], list[str]]:
         """Fit the plan's hypotheses now (the evaluator is fast): good ones seed the engine and join the pool,
@@ -201,29 +225,38 @@ class SRSteps:
 
     def _engine_call(self, call_id: str, plan: SearchPlan, changes: list[str], branch: Branch, step: str,
                      good: list[Candidate], notes: list[str], *, tool: Any = None,
-                     lift: Callable[[list[Candidate]], list[Candidate]] | None = None,
+                     lift: Callable[[list[Candidate]], list[Candidate]] | None = None, shared_key: str | None = None,
                      ) -> tuple[int, list[Candidate], str | None] | None:
         """One call of the SR tool (``tool``: another context's, e.g. a residual run's; at most ``max_workers``
         at once), recorded as an ``sr`` node holding the engine's candidates (through ``lift`` when they solve
-        another target) and the fitted hypotheses ``good``; ``None`` when the run must stop."""
+        another target) and the fitted hypotheses ``good``; ``None`` when the run must stop. With ``shared_key``
+        the run is read from (or, once made, written to) the run's :class:`SharedRuns` store."""
         if not self._boundary("sr run"):
             return None
-        with self.sr_gate:
-            if self.ctx.cancelled():
-                self._stop("cancelled")
-                return None
-            guided = branch.index >= 0  # the evolution channel proposes while these run, not the unguided one
-            token = self.window.enter(plan.time_budget) if guided else None
-            try:
-                call = (tool or self.sr_tool).call_plan(plan, changes, call_id=call_id)
-            finally:
-                if token is not None:
-                    self.window.leave(token)
+        call = self._shared_call(shared_key, call_id, plan)
+        if call is None:
+            with self.sr_gate:
+                if self.ctx.cancelled():
+                    self._stop("cancelled")
+                    return None
+                if branch.index != -2 and self.exact_found():  # the unguided run may have solved it meanwhile
+                    return None
+                guided = branch.index >= 0  # the evolution channel proposes while these run, not the unguided one
+                token = self.window.enter(plan.time_budget) if guided else None
+                try:
+                    call = (tool or self.sr_tool).call_plan(plan, changes, call_id=call_id)
+                finally:
+                    if token is not None:
+                        self.window.leave(token)
+            if shared_key is not None and call.ok and not (call.result or {}).get("error") and not self.stopped:
+                self.shared_runs.put(shared_key, {"result": call.result, "result_str": call.result_str,
+                                                  "seconds": call.seconds})
         if not call.ok and (call.error or "").startswith(BudgetExhausted.__name__):
             self._stop(call.error.split(": ", 1)[-1])
             return None
         record = call.result if call.ok else {}
         error = record.get("error") if call.ok else call.error
+        shared = {"shared_run": shared_key, "made_by_this_run": call.seconds > 0} if shared_key is not None else {}
         if error:
             self._error(f"{branch.label} sr ({step}): {error}")
         engine = [Candidate.from_record(r) for r in record.get("candidates", [])]
@@ -236,9 +269,21 @@ class SRSteps:
             info={"step": step, "plan": record.get("plan"), "plan_changes": record.get("plan_changes", [])[:20],
                   "hypothesis_notes": notes[:10], "warnings": record.get("warnings", [])[:10],
                   "backend_used": record.get("backend_used"),
-                  "engine": {k: v for k, v in (record.get("info") or {}).items() if k in ENGINE_INFO_KEYS}},
+                  "engine": {k: v for k, v in (record.get("info") or {}).items() if k in ENGINE_INFO_KEYS},
+                  **shared},
         )
         return node_id, found_here, error
+
+    def _shared_call(self, key: str | None, call_id: str, plan: SearchPlan) -> ToolCallResult | None:
+        """The stored result of a shared run as this run's tool call (taking no time), or None."""
+        if key is None:
+            return None
+        held = self.shared_runs.get(key)
+        if not held or not isinstance(held.get("result"), dict):
+            return None
+        return ToolCallResult(tool_name=self.sr_tool.name, ok=True, result=held["result"],
+                              result_str=str(held.get("result_str", "")), seconds=0.0, call_id=call_id,
+                              arguments={"plan": plan.model_dump(mode="json")})
 
     def unguided(self) -> None:
         """The engine alone, as an unguided run searches (the floor plan, the task's seed, no seeds), beside the
@@ -247,7 +292,11 @@ class SRSteps:
         if self.continues_unguided:  # kept for the first branch's guided run (SRSettings.continue_unguided)
             update["extras"] = {"population_key": self.population_key(0), "continue_population": False}
         plan, changes = self.search.admit(self.settings.floor().model_copy(update=update), self.ctx.variables)
-        self._engine_call("sr-unguided", plan, changes, Branch(index=-2, label="unguided"), "unguided", [], [])
+        key = None
+        if self.shared_runs is not None and not self.continues_unguided:  # a kept population is this run's own
+            key = shared_run_key(self.ctx.task, plan, self.backend, self.ctx.fit)
+        self._engine_call("sr-unguided", plan, changes, Branch(index=-2, label="unguided"), "unguided", [], [],
+                          shared_key=key)
 
     @property
     def continues_unguided(self) -> bool:

@@ -303,6 +303,23 @@ class Task:
             valid_idx, train_idx = np.sort(perm[:n_valid]), np.sort(perm[n_valid:])
         return self.train.take(train_idx), self.train.take(valid_idx)
 
+    def fingerprint(self) -> str:
+        """``name#<sha256 of the names and every split's data, 10 hex>``: the identity of a task's content for
+        caches and engine workers (a task regenerated under the same name with other data must not hit the old
+        entries; the same arrays under renamed columns are another task, since equations name the columns).
+        Computed once."""
+        key = self.__dict__.get("_fingerprint")
+        if key is None:
+            import hashlib
+
+            h = hashlib.sha256(self.name.encode("utf-8"))
+            h.update(repr((list(self.input_names), self.target_name)).encode("utf-8"))
+            for split in self.splits().values():
+                h.update(np.ascontiguousarray(split.X).tobytes())
+                h.update(np.ascontiguousarray(split.y).tobytes())
+            key = self.__dict__["_fingerprint"] = f"{self.name}#{h.hexdigest()[:10]}"
+        return key
+
     def row_counts(self) -> dict[str, int]:
         return {k: s.n for k, s in self.splits().items()}
 

@@ -43,6 +43,22 @@ BASE_OPERATORS: tuple[str, ...] = ("add", "sub", "mul", "div")  # every search h
 # A**1.5: on 8 lsr_like training laws (seed 0, 2 x 60 s) it lifted the harness from SA 0.125 to 0.375 and
 # acc_0.001 OOD 0.125 to 0.500 (docs/decisions.md).
 DEFAULT_OPERATORS: tuple[str, ...] = BASE_OPERATORS + ("sin", "cos", "exp", "log", "sqrt", "square", "pow")
+# The engine's basic operator set (the default without ``pow``): what HarnessSR's initial harness searches with.
+BASIC_OPERATORS: tuple[str, ...] = tuple(o for o in DEFAULT_OPERATORS if o != "pow")
+# Named operator sets a harness optimizer chooses among (``optimize`` stage 2's ``operators`` bound): a name per set,
+# because a search space needs hashable choices and a report needs words, not lists.
+OPERATOR_SETS: dict[str, tuple[str, ...]] = {
+    "basic": BASIC_OPERATORS,
+    "basic+pow": DEFAULT_OPERATORS,
+    "basic+pow+tanh": DEFAULT_OPERATORS + ("tanh",),
+    "basic+pow+abs": DEFAULT_OPERATORS + ("abs",),
+}
+
+
+def operator_set_name(operators: "list[str] | tuple[str, ...]") -> str | None:
+    """The name of the set holding exactly these operators (any order), or None."""
+    wanted = set(operators)
+    return next((name for name, ops in OPERATOR_SETS.items() if set(ops) == wanted), None)
 # Operators that make every Operon generation several times slower (scripts/bench_operator_cost.py, 4 training
 # tasks, median generations/s against the default operators: cosh 0.21x, sinh 0.22x, atan 0.24x, tan 0.35x,
 # acos 0.45x, asin 0.48x; tanh, abs, pow, cube, inv, neg about 1x). An SR run has a fixed time, so a plan adding

@@ -15,7 +15,6 @@ in-process.
 from __future__ import annotations
 
 import atexit
-import hashlib
 import os
 import pickle
 import select
@@ -56,15 +55,9 @@ class _Job:
 
 
 def task_key(task: Any) -> str:
-    """Fingerprint of a task's data and names (so a worker keeps it and is sent only plans afterwards).
-
-    The names count: the same arrays under renamed columns are another task (equations name the columns)."""
-    h = hashlib.sha1(str(task.name).encode())
-    h.update(repr((list(task.input_names), task.target_name)).encode())
-    for split in task.splits().values():
-        h.update(split.X.tobytes())
-        h.update(split.y.tobytes())
-    return h.hexdigest()
+    """Fingerprint of a task's data and names (``Task.fingerprint``), so a worker keeps it and is sent only plans
+    afterwards."""
+    return task.fingerprint()
 
 
 # -- the worker process -----------------------------------------------------------------------------------------
