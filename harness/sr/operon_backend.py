@@ -43,7 +43,7 @@ DEFAULT_OPTIMIZER_ITERATIONS = 25  # 10 and 50 recovered fewer benchmark tasks a
 MODEL_PRECISION = 9  # decimals written by the formatter; float32 holds ~7 significant digits anyway
 UNIT_TOLERANCE = 1e-5  # |w| within this of 1 counts as a unit weight (float32 prints 1 as 0.99999994)
 REFIT_SECONDS = 1.0  # per front model; the GP's constants are a good start, so one LM start suffices
-ORDER_ONE = (1e-2, 1e9)  # a target whose largest |value| lies outside this range is rescaled for the engine
+ORDER_ONE = (1e-6, 1e9)  # a target whose largest |value| lies outside this range is rescaled for the engine
 
 # plan vocabulary -> Operon primitive (only those whose printed form the expression engine parses back)
 OPERON_SYMBOLS: dict[str, str] = {
@@ -172,8 +172,9 @@ def target_scale(y: np.ndarray) -> float:
     """A power of ten that brings the target to order one for the engine when it is far from it (else 1).
 
     Why: Operon computes in float32 and its models are written with ``MODEL_PRECISION`` decimals, so on a target
-    of order 1e-13 every model came out a constant. The engine searches ``y * scale``; its models are divided by
-    the scale again and refitted in float64 on the real target (a power of ten: the digits stay exact)."""
+    of order 1e-13 every model came out a constant (below ~1e-9 the printed constants alone are zeros). The engine
+    searches ``y * scale``; its models are divided by the scale again and refitted in float64 on the real target.
+    Targets of ordinary size are searched as they are, so the engine's measured behaviour on them is unchanged."""
     peak = float(np.max(np.abs(y))) if y.size else 0.0
     if not math.isfinite(peak) or peak == 0.0 or ORDER_ONE[0] <= peak <= ORDER_ONE[1]:
         return 1.0
