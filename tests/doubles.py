@@ -203,6 +203,17 @@ def scripted_role_output(messages: list[dict[str, Any]], **request: Any) -> str 
     return out.model_dump_json()
 
 
+# -- a stuck engine --------------------------------------------------------------------------------------------------
+STUCK_SECONDS = 40.0
+
+
+def stuck_engine(plan: Any, context: Any, *, max_seconds: float) -> Any:
+    """An SR engine that ignores its time budget (``workers.PROCESS_ENGINES["operon"] = "tests.doubles:stuck_engine"``
+    runs it in a worker process): only the parent's deadline kill ends it before ``STUCK_SECONDS``."""
+    time.sleep(STUCK_SECONDS)
+    raise RuntimeError(f"the stuck engine woke after {STUCK_SECONDS:g}s: nothing killed it")
+
+
 # -- the toy -----------------------------------------------------------------------------------------------------
 PHRASE = "periodic hypothesis"
 HINT = "TOY-HINT: the target looks periodic in x0 and quadratic in x1"

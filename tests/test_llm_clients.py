@@ -728,3 +728,25 @@ def test_the_embedded_model_waits_longer_than_a_server_unless_told():
 
     assert LocalLlamaClient(LLMConfig(provider="local")).timeout_s == LOCAL_TIMEOUT_S > LLMConfig().timeout_s
     assert LocalLlamaClient(LLMConfig(provider="local", timeout_s=7)).timeout_s == 7.0
+
+
+def test_a_provider_is_checked_before_anything_is_imported(tmp_path, monkeypatch) -> None:
+    """Naming a module runs it: text that is no import path, or a module that does not exist, is refused first,
+    and finding a module does not run it (only the import does, for the configuration's own choice)."""
+    from harness.llm.factory import check_provider, client_class
+
+    (tmp_path / "probe_provider.py").write_text(
+        "from pathlib import Path\nPath(__file__).with_name('ran').write_text('x')\nclass Client:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for bad in ("os.system('x')", "probe_provider.Client\n", "../probe_provider.Client", "probe_provider", ""):
+        with pytest.raises(ValueError, match="not one of local, openai, vllm nor an import path"):
+            check_provider(bad)
+    with pytest.raises(ValueError, match="no module named 'no_such_provider_mod'"):
+        check_provider("no_such_provider_mod.Client")
+    assert check_provider("probe_provider:Client") == ("probe_provider", "Client")
+    assert check_provider("local") == ("harness.llm.local_client", "LocalLlamaClient")
+    assert not (tmp_path / "ran").exists()
+    with pytest.raises(ValueError, match="is not an LLMClient class"):
+        client_class("probe_provider.Client")  # the operator's own choice is imported, then checked
+    assert (tmp_path / "ran").exists()
+    sys.modules.pop("probe_provider", None)

@@ -1,5 +1,7 @@
 """run_python's sandbox against hostile code: each attack is contained with a clear error and the caller goes
-on. Strict isolation needs Landlock and libseccomp; where the kernel lacks them the refusal itself is tested."""
+on. Strict isolation needs Landlock and seccomp in the kernel and pyseccomp + libseccomp2 installed. The tests
+skip only where the kernel lacks Landlock or seccomp (the skip says which; the refusal itself is tested); a
+missing package is a broken install, so there they fail."""
 
 from __future__ import annotations
 
@@ -14,9 +16,25 @@ from harness.engine.task import Task
 from harness.tools.code_tools import SANDBOX_ENV, RunPythonTool
 from harness.tools.sandbox import SandboxLimits, SandboxUnavailable, isolation_report, run_sandboxed
 
-STRICT = isolation_report()["strict"]
-needs_strict = pytest.mark.skipif(not STRICT, reason="this kernel has no Landlock or no libseccomp: refusal tested")
+REPORT = isolation_report()
+KERNEL_LACKS = [name for name, ok in (("Landlock", REPORT["landlock_abi"] >= 1),
+                                      ("seccomp", REPORT["kernel_seccomp"])) if not ok]
+SKIP_REASON = f"this kernel lacks {' and '.join(KERNEL_LACKS)}: the refusal is tested instead"
+needs_strict = pytest.mark.skipif(bool(KERNEL_LACKS), reason=SKIP_REASON)
 LIMITS = SandboxLimits(wall_s=20, cpu_s=3, memory_mb=1024, file_mb=1, output_chars=2000)
+
+
+def test_pyseccomp_and_libseccomp_are_installed():
+    """A core dependency: without it strict isolation is off on any kernel, which must read as a broken install."""
+    import pyseccomp
+
+    pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)  # loads libseccomp2
+    assert REPORT["seccomp"]
+
+
+@needs_strict
+def test_strict_isolation_is_on_where_the_kernel_has_it():
+    assert REPORT["strict"], f"the kernel has Landlock and seccomp but strict isolation is off: {REPORT}"
 
 
 def run(code: str, **kwargs):
@@ -86,8 +104,8 @@ def test_it_cannot_signal_its_parent_nor_lift_its_limits():
 
 @pytest.mark.parametrize("mode", ["strict", "process"])
 def test_memory_bomb_infinite_loop_hang_and_output_flood_hit_their_limits(mode):
-    if mode == "strict" and not STRICT:
-        pytest.skip("strict isolation unavailable here")
+    if mode == "strict" and KERNEL_LACKS:
+        pytest.skip(SKIP_REASON)
     memory = run("x = bytearray(8 * 10**9)\nprint(len(x))", mode=mode)
     assert not memory.ok and "MemoryError" in memory.error
     loop = run("while True:\n    pass", mode=mode)
@@ -117,7 +135,7 @@ def _context() -> AgentContext:
 
 
 def test_run_python_tool_sees_the_fitting_rows_and_a_hostile_call_is_a_recorded_failure(monkeypatch):
-    if not STRICT:
+    if KERNEL_LACKS:
         monkeypatch.setenv(SANDBOX_ENV, "process")
     tool = RunPythonTool(_context())
     tool.limits = SandboxLimits(wall_s=20, cpu_s=2)

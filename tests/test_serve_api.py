@@ -19,10 +19,16 @@ from harness import FrozenHarness
 from harness.app.serve import create_app
 from harness.app.serve import workspace as workspace_module
 from harness.app.serve.cli import main as serve_main
+from harness.app.serve.config import ServeSettings
 from tests.doubles import SCRIPTED, ScriptedLLM, detect_role, scripted_role_output
 
 TINY_SR = {"time_budget": 1, "population_size": 30, "generations": 5, "max_length": 15}
-SCRIPTED_LLM = {"provider": SCRIPTED}
+ASK_THEN_CALL = ["Which form should I try?",
+                 {"tool_calls": [{"name": "evaluate_expression", "arguments": {"expression": "c0*a*sin(b)"}}]}]
+# the operator's model configurations (a request picks one by name): the scripted double by its import path
+SETTINGS = ServeSettings(models={"scripted": {"provider": SCRIPTED}, "tiny": "tiny",
+                                 "broken": {"provider": SCRIPTED, "model": "broken"},
+                                 "asks": {"provider": SCRIPTED, "extra": {"responses": ASK_THEN_CALL}}})
 FINAL = ("done", "failed", "stopped")
 
 
@@ -35,7 +41,7 @@ def _csv(rows: int = 120) -> bytes:
 
 @pytest.fixture()
 def client(tmp_path: Path) -> Any:
-    with TestClient(create_app(tmp_path / "ws")) as c:
+    with TestClient(create_app(tmp_path / "ws", settings=SETTINGS)) as c:
         yield c
 
 
@@ -94,9 +100,10 @@ def test_bad_run_requests_get_one_line_reasons(client: TestClient) -> None:
     up = _upload(client).json()["id"]
     cases = [({"target": "y"}, 422, "exactly one of data"),
              ({"data": up, "target": "nope"}, 400, "nope"),
-             ({"data": up, "llm": "no-such-model"}, 400, "unknown llm"),
-             ({"data": up, "budget": {"max_seconds": -1}}, 400, "max_seconds"),
-             ({"data": up, "budget": {"max_sconds": 1}}, 400, "max_sconds"),
+             ({"data": up, "llm": "no-such-model"}, 400, "unknown model 'no-such-model'; this server offers: "
+                                                         "scripted, tiny, broken, asks"),
+             ({"data": up, "budget": {"max_seconds": -1}}, 422, "budget.max_seconds"),
+             ({"data": up, "budget": {"max_sconds": 1}}, 422, "budget.max_sconds"),
              ({"data": up, "sr": {"time_budget": "soon"}}, 400, "time_budget"),
              ({"data": up, "colour": "red"}, 422, "colour"),
              ({"data": "up-000000000000"}, 404, "no such upload"),
@@ -118,7 +125,7 @@ def test_a_solve_through_the_api(client: TestClient) -> None:
     up = _upload(client).json()["id"]
     r = client.post("/api/runs", json={"data": up, "target": "y", "inputs": ["a", "b"],
                                        "descriptions": {"a": "distance", "y": "force"}, "ood_column": "a",
-                                       "llm": SCRIPTED_LLM, "budget": {"max_seconds": 60}, "sr": TINY_SR})
+                                       "llm": "scripted", "budget": {"max_seconds": 60}, "sr": TINY_SR})
     assert r.status_code == 201
     run_id = r.json()["id"]
     info = _wait(client, run_id)
@@ -193,7 +200,7 @@ def test_stop_during_an_sr_run_and_a_failing_run(tmp_path: Path) -> None:
             raise RuntimeError("the model exploded")
         return ScriptedLLM(fn=scripted_role_output)
 
-    with TestClient(create_app(tmp_path / "ws", make_client=make_client, max_runs=2)) as client:
+    with TestClient(create_app(tmp_path / "ws", make_client=make_client, max_runs=2, settings=SETTINGS)) as client:
         up = _upload(client).json()["id"]
         long_sr = {**TINY_SR, "time_budget": 60, "generations": 100000, "population_size": 200}
         run_id = client.post("/api/runs", json={"data": up, "target": "y", "sr": long_sr}).json()["id"]
@@ -213,7 +220,7 @@ def test_stop_during_an_sr_run_and_a_failing_run(tmp_path: Path) -> None:
         nodes = [json.loads(x) for x in (run_dir / "nodes.jsonl").read_text().splitlines()]
         assert [n["response"] for n in nodes if n["kind"] == "control"] == ["stop", "stop"]
         assert any(n["kind"] == "sr" and "cancelled" in (n["error"] or "") for n in nodes)  # the engine was killed
-        broken = client.post("/api/runs", json={"data": up, "llm": {"model": "broken"}}).json()["id"]
+        broken = client.post("/api/runs", json={"data": up, "llm": "broken"}).json()["id"]
         info = _wait(client, broken)
         assert info["status"] == "failed" and "the model exploded" in info["error"]
         assert client.get("/api/runs").status_code == 200 and len(client.get("/api/runs").json()) == 2
@@ -221,9 +228,7 @@ def test_stop_during_an_sr_run_and_a_failing_run(tmp_path: Path) -> None:
 
 def test_the_interactive_agent_waits_for_a_message(client: TestClient) -> None:
     up = _upload(client).json()["id"]
-    call = {"tool_calls": [{"name": "evaluate_expression", "arguments": {"expression": "c0*a*sin(b)"}}]}
-    llm = {"provider": SCRIPTED, "extra": {"responses": ["Which form should I try?", call]}}
-    body = {"data": up, "target": "y", "inputs": ["a", "b"], "llm": llm, "sr": TINY_SR,
+    body = {"data": up, "target": "y", "inputs": ["a", "b"], "llm": "asks", "sr": TINY_SR,
             "agent": {"L": 1, "tools": ["evaluate_expression"]}}
     run_id = client.post("/api/runs", json=body).json()["id"]
     assert _wait(client, run_id, ("waiting", *FINAL))["status"] == "waiting"
@@ -257,3 +262,100 @@ def test_token_and_bind_address(tmp_path: Path) -> None:
         assert client.get("/api/runs", headers={"Authorization": "Bearer s3cret"}).status_code == 200
         assert client.get("/api/runs?token=s3cret").status_code == 200
     assert serve_main(["--host", "0.0.0.0", "--workspace", str(tmp_path)]) == 2
+
+
+def test_a_request_picks_a_model_by_name_and_sets_only_sampling_fields(client: TestClient) -> None:
+    """Which model runs, where, with which key and from which file is the operator's; a workspace harness file's
+    llm section cannot say either (only its sampling settings are kept)."""
+    from harness.app.serve.models import RunRequest
+
+    manager, up = client.app.state.manager, _upload(client).json()["id"]
+    for field in ("provider", "base_url", "api_key_env", "model_path", "model", "extra", "n_threads", "timeout_s"):
+        r = client.post("/api/runs", json={"data": up, "llm": {"name": "tiny", field: "x"}})
+        assert r.status_code == 422 and r.json()["detail"].startswith(f"llm.{field}: not a request's to set"), r.json()
+    chosen = manager.prepare(RunRequest(data=up, llm={"name": "scripted", "temperature": 0.2, "max_tokens": 99,
+                                                      "seed": 7})).llm_config
+    assert (chosen.provider, chosen.temperature, chosen.max_tokens, chosen.seed) == (SCRIPTED, 0.2, 99, 7)
+    assert manager.prepare(RunRequest(data=up, llm="tiny")).llm_config.model == "smollm2-135m-instruct"
+    assert manager.prepare(RunRequest(data=up)).llm_config.provider == SCRIPTED  # the default: the first
+    r = client.post("/api/runs", json={"data": up, "llm": {"name": "scripted", "max_tokens": 5000}})
+    assert r.status_code == 400 and "llm.max_tokens: 5000 is over this server's limit of 4096" in r.json()["detail"]
+    ws = Path(client.app.state.workspace.root)
+    hostile = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "HOME",
+               "model_path": "/etc/passwd", "temperature": 0.3, "extra": {"fn": "os.system"}}
+    FrozenHarness.default().with_changes(llm=hostile).save(ws / "hostile.json")
+    config = manager.prepare(RunRequest(data=up, harness="hostile.json")).llm_config
+    assert (config.provider, config.base_url, config.model_path, config.extra) == (SCRIPTED, None, None, {})
+    assert config.api_key_env == "OPENAI_API_KEY"  # the LLMConfig default: no variable named by the file
+    assert config.temperature == 0.3  # the harness's sampling setting, where the operator left it open
+    for place in ("uploads", "runs"):  # a harness file is the operator's: not one a request could have written
+        (ws / place / "h.json").write_text((ws / "hostile.json").read_text())
+        r = client.post("/api/runs", json={"data": up, "harness": f"{place}/h.json"})
+        assert r.status_code == 400 and "not in runs/ or uploads/" in r.json()["detail"]
+
+
+def test_limits_bound_requests_and_the_operator_raises_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.app.serve.models import RunRequest
+
+    raised = SETTINGS.model_copy(update={"limits": SETTINGS.limits.model_copy(
+        update={"max_run_seconds": 7200, "sr_time_factor": 10, "max_population": 10_000})})
+    with TestClient(create_app(tmp_path / "ws", settings=SETTINGS)) as client:
+        manager, up = client.app.state.manager, _upload(client).json()["id"]
+        assert manager.prepare(RunRequest(data=up)).budget.max_seconds == 1800  # no budget: the server's limit
+        for over in ({"budget": {"max_seconds": 3600}}, {"sr": {"time_budget": 600}},
+                     {"sr": {"population_size": 5000}}):
+            r = client.post("/api/runs", json={"data": up, **over})
+            assert r.status_code == 400 and "over this server's limit" in r.json()["detail"], r.json()
+        r = client.post("/api/runs", json={"data": up, "sr": {"time_budget": 240.5}})  # 60 s harness x 4
+        assert r.status_code == 400 and "sr.time_budget: 240.5 is over this server's limit of 240" in r.json()["detail"]
+        monkeypatch.setenv("HARNESS_SR_SANDBOX", "process")  # run_python is then not confined: off for requests
+        r = client.post("/api/runs", json={"data": up, "agent": {"L": 1, "tools": ["run_python"]}})
+        assert r.status_code == 400 and r.json()["detail"].startswith("agent.tools: run_python is off")
+    with TestClient(create_app(tmp_path / "ws2", settings=raised)) as client:
+        up = _upload(client).json()["id"]
+        prepared = client.app.state.manager.prepare(RunRequest(
+            data=up, budget={"max_seconds": 3600}, sr={"time_budget": 600, "population_size": 5000}))
+        assert prepared.budget.max_seconds == 3600 and prepared.sr["time_budget"] == 600
+
+
+def test_unfinished_runs_per_client_are_capped(tmp_path: Path) -> None:
+    """A client with max_runs_per_client unfinished runs gets a 429 until one ends."""
+    release = threading.Event()
+    llm = ScriptedLLM(fn=lambda messages, **request: release.wait(30) and scripted_role_output(messages, **request))
+    capped = SETTINGS.model_copy(update={"limits": SETTINGS.limits.model_copy(update={"max_runs_per_client": 2})})
+    with TestClient(create_app(tmp_path / "ws", make_client=lambda config: llm, settings=capped)) as client:
+        up = _upload(client).json()["id"]
+        body = {"data": up, "target": "y", "sr": {**TINY_SR, "unguided_run": False}}
+        first, second = (client.post("/api/runs", json=body).json()["id"] for _ in range(2))
+        r = client.post("/api/runs", json=body)
+        assert r.status_code == 429 and "2 unfinished runs" in r.json()["detail"]
+        client.post(f"/api/runs/{second}/stop")  # queued behind the first: stopped at once
+        assert _wait(client, second)["status"] == "stopped"
+        third = client.post("/api/runs", json=body)
+        assert third.status_code == 201
+        release.set()
+        assert _wait(client, first)["status"] == "done" and _wait(client, third.json()["id"])["status"] == "done"
+    assert len(list((tmp_path / "ws" / "runs").iterdir())) == 3  # the refused one left no folder
+
+
+def test_the_operators_models_and_limits_from_flags_and_a_file(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture) -> None:
+    from harness.app.serve.config import load_settings
+
+    conf = tmp_path / "serve.yaml"
+    conf.write_text("models:\n  gpt: {group: openai, model: gpt-4o, api_key_env: TEAM_KEY}\n  small: tiny\n"
+                    "default_model: small\nlimits: {max_run_seconds: 600}\n")
+    settings = load_settings(conf, ["qwen=openai,model=Qwen2.5-7B,base_url=http://gpu1:8000/v1"],
+                             ["max_runs_per_client=1"])
+    assert settings.names() == ["gpt", "small", "qwen"] and settings.default_model == "small"
+    assert settings.models["gpt"].api_key_env == "TEAM_KEY" and settings.models["qwen"].base_url.startswith("http")
+    assert (settings.limits.max_run_seconds, settings.limits.max_runs_per_client) == (600, 1)
+    assert load_settings().names() == ["local", "tiny"]  # nothing configured: the embedded models
+    ws = str(tmp_path / "ws")
+    bad = {("--model", "x=nope"): "unknown llm group 'nope'", ("--limit", "max_run_seconds=-1"): "max_run_seconds",
+           ("--limit", "colour=red"): "--limit 'colour=red'", ("--model", "x=openai,provider=no_such_mod.Client"):
+           "models.x.provider", ("--config", str(tmp_path / "missing.yaml")): "missing.yaml"}
+    for args, reason in bad.items():
+        assert serve_main(["--workspace", ws, *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and reason in err and "\n" not in err, err

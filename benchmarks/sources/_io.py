@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.engine.task import TaskError
+from harness.engine.task import TaskError, is_constant
 
 ENV_DATA_ROOT = "HARNESS_SR_DATA"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -67,10 +67,10 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
             raise TaskError(f"file {str(path)!r} is empty") from None
         except (pd.errors.ParserError, UnicodeDecodeError) as exc:
             raise TaskError(f"file {str(path)!r}: cannot parse as CSV: {exc}") from None
-        _refuse_duplicate_columns(path)
         df.columns = [str(c).strip() for c in df.columns]
-        if len(df.columns) and all(_is_number(c) for c in df.columns):
+        if len(df.columns) and all(_is_number(c) for c in df.columns):  # before the duplicates: "1,1,3" is data
             raise TaskError(f"file {str(path)!r} has no header row (first line is numbers); add column names")
+        _refuse_duplicate_columns(path)
     if df.shape[0] == 0:
         raise TaskError(f"file {str(path)!r} has a header but no data rows")
     return df
@@ -117,7 +117,7 @@ def check_target(y: np.ndarray, path: str | os.PathLike, column: str, min_rows: 
     """Reject files a regression cannot learn from: too few rows or a constant target."""
     if y.shape[0] < min_rows:
         raise TaskError(f"file {str(path)!r}: only {y.shape[0]} rows, at least {min_rows} are needed")
-    if np.ptp(y) <= 1e-12 * max(1.0, float(np.max(np.abs(y)))):
+    if is_constant(y):
         raise TaskError(f"file {str(path)!r}: target column {column!r} is constant ({y[0]:.6g})")
 
 

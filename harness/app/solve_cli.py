@@ -56,6 +56,7 @@ def _checked(section: str, build: Any) -> Any:
 def solve_command(cfg: DictConfig) -> int:
     """Load the harness and the data, solve, print the equation and metrics, write result.json and plots."""
     from rich.console import Console
+    from rich.markup import escape
 
     from harness.app.artifact import ArtifactError, FrozenHarness
     from harness.app.cli_support import load_task, plain, run_dir_of
@@ -74,7 +75,7 @@ def solve_command(cfg: DictConfig) -> int:
         settings = _checked("sr", lambda: SRSettings.coerce({**harness.sr_settings, **sr_overrides}))
         task = load_task(str(cfg.data), cfg.get("target"), cfg.get("name"))
     except (ArtifactError, TaskError, OSError, ValueError, TypeError) as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)  # one line, whatever the width
         return 2
     backend = _backend_name(cfg.get("backend")) or harness.backend
     w = harness.workflow

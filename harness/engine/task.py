@@ -42,6 +42,15 @@ class TaskError(ValueError):
     """A task or its data is unusable; the message names the task/file, column and problem."""
 
 
+def is_constant(y: Any) -> bool:
+    """True when the target's range is at most ``CONSTANT_RTOL`` of its largest magnitude: the one test (the table
+    loaders and :class:`Task` use it). Relative, so the scale of the units never decides: a target of order 1e-13
+    that varies six-fold is data, one of order 1e13 that varies in its 13th digit is a constant."""
+    y = np.asarray(y, dtype=np.float64)
+    spread = float(np.ptp(y)) if y.size else 0.0
+    return spread == 0.0 or spread <= CONSTANT_RTOL * float(np.max(np.abs(y)))
+
+
 def check_name(name: Any, what: str = "input") -> str:
     """Return ``name`` if an expression may use it as a variable, else raise TaskError saying why."""
     if not isinstance(name, str) or not name:
@@ -190,7 +199,7 @@ class Task:
         if self.train.n < MIN_TRAIN_ROWS:
             raise TaskError(f"{where}: train has {self.train.n} rows, at least {MIN_TRAIN_ROWS} are needed")
         y = self.train.y
-        if np.ptp(y) <= CONSTANT_RTOL * float(np.max(np.abs(y))) or np.ptp(y) == 0:
+        if is_constant(y):
             raise TaskError(f"{where}: target {self.target_name!r} is constant on train ({_fmt(float(y[0]))})")
 
     def _normalised_names(self, names: list[str], where: str) -> list[str]:

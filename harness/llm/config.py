@@ -16,7 +16,7 @@ BUILTIN_PROVIDERS: dict[str, str] = {
     "openai": "harness.llm.openai_client:OpenAIClient",
     "vllm": "harness.llm.vllm_client:VLLMClient",
 }
-_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*[.:][A-Za-z_][\w]*$")
+IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*[.:][A-Za-z_]\w*")  # fullmatch: no trailing newline
 
 
 class LLMConfig(BaseModel):
@@ -77,7 +77,7 @@ tests plug their scripted double in this way). ``api_key_env`` names the environ
     @field_validator("provider")
     @classmethod
     def _known_or_an_import_path(cls, value: str) -> str:
-        if value in BUILTIN_PROVIDERS or _IMPORT_PATH.match(value):
+        if value in BUILTIN_PROVIDERS or IMPORT_PATH.fullmatch(value):
             return value
         raise ValueError(f"unknown LLM provider {value!r}: use one of {', '.join(BUILTIN_PROVIDERS)} or the import "
                          "path of an LLMClient class (package.module.Class)")

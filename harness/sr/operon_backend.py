@@ -43,6 +43,7 @@ DEFAULT_OPTIMIZER_ITERATIONS = 25  # 10 and 50 recovered fewer benchmark tasks a
 MODEL_PRECISION = 9  # decimals written by the formatter; float32 holds ~7 significant digits anyway
 UNIT_TOLERANCE = 1e-5  # |w| within this of 1 counts as a unit weight (float32 prints 1 as 0.99999994)
 REFIT_SECONDS = 1.0  # per front model; the GP's constants are a good start, so one LM start suffices
+ORDER_ONE = (1e-6, 1e9)  # a target whose largest |value| lies outside this range is rescaled for the engine
 
 # plan vocabulary -> Operon primitive (only those whose printed form the expression engine parses back)
 OPERON_SYMBOLS: dict[str, str] = {
@@ -167,6 +168,19 @@ def fit_context(context: AgentContext, plan: SearchPlan, *, engine_output: bool 
     return ctx
 
 
+def target_scale(y: np.ndarray) -> float:
+    """A power of ten that brings the target to order one for the engine when it is far from it (else 1).
+
+    Why: Operon computes in float32 and its models are written with ``MODEL_PRECISION`` decimals, so on a target
+    of order 1e-13 every model came out a constant (below ~1e-9 the printed constants alone are zeros). The engine
+    searches ``y * scale``; its models are divided by the scale again and refitted in float64 on the real target.
+    Targets of ordinary size are searched as they are, so the engine's measured behaviour on them is unchanged."""
+    peak = float(np.max(np.abs(y))) if y.size else 0.0
+    if not math.isfinite(peak) or peak == 0.0 or ORDER_ONE[0] <= peak <= ORDER_ONE[1]:
+        return 1.0
+    return 10.0 ** -math.floor(math.log10(peak))
+
+
 def _front_texts(reg: Any, names: list[str]) -> list[str]:
     """Front models as text, most accurate first (so a refit cut short by time keeps the best ones)."""
     texts = []
@@ -249,7 +263,9 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
     deadline = t0 + total
     warnings: list[str] = []
     ctx = fit_context(context, plan, engine_output=True)
-    X, y = context.train.X, context.train.y
+    X = context.train.X
+    scale = target_scale(context.train.y)
+    y = context.train.y * scale  # what the engine searches; its models are scaled back before the refit
 
     features, extra = compute_features(plan, context, X, warnings)
     internal = feature_column_names(features, context.variables)
@@ -276,6 +292,8 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
     kwargs = operon_kwargs(search_plan, gp_seconds, warnings)
     info: dict[str, Any] = {"gp_seconds": gp_seconds, "allowed_symbols": kwargs["allowed_symbols"],
                             "features": features, "n_seeds": len(usable_seeds)}
+    if scale != 1.0:
+        info["target_scale"] = scale
 
     if held is not None:
         # continue the earlier run's population (same inputs and operators), with the new seeds injected: a
@@ -313,6 +331,8 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
     info["gp_wall_seconds"] = round(time.perf_counter() - t0, 3)
 
     texts = _front_texts(reg, names)
+    if scale != 1.0:
+        texts = [f"({text}) / {scale!r}" for text in texts]
     info["front_size"] = len(texts)
     candidates = engine_candidates(texts, ctx, replacements, source, warnings, deadline)
     return EngineRun(candidates=seeds + candidates, warnings=warnings, info=info)

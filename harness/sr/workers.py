@@ -45,7 +45,7 @@ class EngineFailure(RuntimeError):
 
 @dataclass
 class _Job:
-    engine: str
+    engine: str  # "module:function", resolved from PROCESS_ENGINES in the parent (the one table of engines)
     plan: Any
     task_key: str
     seed: int
@@ -115,7 +115,7 @@ def serve() -> None:
             continue
         job: _Job = message[1]
         try:
-            module, func = PROCESS_ENGINES[job.engine].split(":")
+            module, func = job.engine.split(":")
             engine = getattr(importlib.import_module(module), func)
             context = AgentContext(task=tasks[job.task_key], seed=job.seed, fit=job.fit)
             context.extras.update(job.extras)
@@ -257,12 +257,14 @@ def _death_reason(worker: _Worker) -> str:
 
 
 def run_in_worker(engine: str, plan: Any, context: AgentContext, *, max_seconds: float,
-                  grace: float = GRACE_SECONDS) -> Any:
-    """Run ``engine`` on ``plan`` in a worker; the engine's result, or :class:`EngineFailure` with the reason."""
+                  grace: float | None = None) -> Any:
+    """Run ``engine`` on ``plan`` in a worker; the engine's result, or :class:`EngineFailure` with the reason.
+    The worker is killed ``grace`` seconds (default ``GRACE_SECONDS``) after ``max_seconds``."""
+    grace = GRACE_SECONDS if grace is None else grace
     key = task_key(context.task)
     population = str(plan.extras.get("population_key") or "") or None
     worker = _POOL.take(key, population)
-    job = _Job(engine=engine, plan=plan, task_key=key, seed=context.seed, fit=context.fit,
+    job = _Job(engine=PROCESS_ENGINES[engine], plan=plan, task_key=key, seed=context.seed, fit=context.fit,
                max_seconds=float(max_seconds), extras=_plain_extras(context.extras))
     try:
         worker.wait_started(STARTUP_SECONDS, context.cancelled)

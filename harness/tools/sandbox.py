@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["SandboxLimits", "SandboxResult", "SandboxUnavailable", "isolation_report", "run_sandboxed"]
+__all__ = ["SandboxLimits", "SandboxResult", "SandboxUnavailable", "isolation_report", "kernel_seccomp", "run_sandboxed"]
 
 Mode = Literal["strict", "process"]
 
@@ -95,10 +95,21 @@ def _seccomp_available() -> bool:
     return True
 
 
+def kernel_seccomp() -> bool:
+    """Whether the kernel itself has seccomp (``Seccomp:`` in /proc/self/status), whatever is installed."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            return any(line.startswith("Seccomp:") for line in fh)
+    except OSError:
+        return False
+
+
 def isolation_report() -> dict:
-    """What this machine offers: the Landlock ABI (0 = none) and whether seccomp filters can be built."""
+    """What this machine offers: the Landlock ABI (0 = none), whether the kernel has seccomp, and whether seccomp
+    filters can be built here (that also needs pyseccomp and libseccomp2: a missing one is a broken install)."""
     abi, seccomp = _landlock_abi(), _seccomp_available()
-    return {"landlock_abi": abi, "seccomp": seccomp, "strict": abi >= 1 and seccomp}
+    return {"landlock_abi": abi, "kernel_seccomp": kernel_seccomp(), "seccomp": seccomp,
+            "strict": abi >= 1 and seccomp}
 
 
 def _runtime_read_paths() -> list[str]:
@@ -127,8 +138,9 @@ def run_sandboxed(code: str, *, data: dict[str, bytes] | None = None, limits: Sa
     if mode == "strict":
         report = isolation_report()
         if not report["strict"]:
-            missing = [name for name, ok in (("Landlock", report["landlock_abi"] >= 1),
-                                             ("seccomp (pip install pyseccomp; needs libseccomp2)", report["seccomp"]))
+            seccomp = ("seccomp (this kernel has none)" if not report["kernel_seccomp"]
+                       else "seccomp (pip install pyseccomp; needs libseccomp2)")
+            missing = [name for name, ok in (("Landlock", report["landlock_abi"] >= 1), (seccomp, report["seccomp"]))
                        if not ok]
             raise SandboxUnavailable(
                 f"run_python refuses: {' and '.join(missing)} not available on this machine; opt into the weaker "

@@ -11,10 +11,11 @@ Endpoints (all JSON unless said; bad requests get a 4xx whose ``detail`` is one 
 - ``POST /api/runs/{id}/messages`` ``{text}``, ``POST /api/runs/{id}/pause|resume|stop``
 - ``GET /api/runs/{id}/files/{name}``: a file of the run folder (plots, view.html, result.json, nodes.jsonl)
 - ``GET /api/runs/{id}/tree``: the search tree as the static viewer draws it (HTML fragment)
-- ``GET /api/options``: suites' tasks, harness files in the workspace, llm groups
+- ``GET /api/options``: suites' tasks, harness files in the workspace, the operator's model names, the limits
 
 With a token (required off 127.0.0.1), every request carries it: ``Authorization: Bearer <token>``, a
-``token`` query parameter (the page and EventSource use that) or the ``harness_token`` cookie.
+``token`` query parameter (the page and EventSource use that) or the ``harness_token`` cookie. What a request may
+choose and what only the operator sets (``settings``: harness/app/serve/config.py): docs/workbench.md.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
 
+from harness.app.serve.config import ServeSettings
 from harness.app.serve.models import MessageRequest, RunCreated, RunInfo, RunRequest, UploadInfo
-from harness.app.serve.runs import CONF_LLM, RunManager
+from harness.app.serve.runs import RunManager
 from harness.app.serve.workspace import MAX_UPLOAD_BYTES, Workspace, WorkspaceError, preview
 
 PAGE = Path(__file__).resolve().parent / "static" / "index.html"
@@ -41,10 +43,11 @@ POLL_S = 0.25
 
 
 def create_app(workspace: str | Path | Workspace, *, max_runs: int = 1, token: str | None = None,
-               make_client: Any = None) -> FastAPI:
-    """The app over ``workspace``; ``make_client(LLMConfig)`` replaces the model factory (tests)."""
+               make_client: Any = None, settings: ServeSettings | None = None) -> FastAPI:
+    """The app over ``workspace``; ``settings``: the operator's models and limits (default: the embedded models,
+    default limits); ``make_client(LLMConfig)`` replaces the model factory (tests)."""
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
-    manager = RunManager(ws, max_runs=max_runs, make_client=make_client)
+    manager = RunManager(ws, max_runs=max_runs, make_client=make_client, settings=settings)
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
@@ -69,8 +72,7 @@ def create_app(workspace: str | Path | Workspace, *, max_runs: int = 1, token: s
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        parts = [f"{'.'.join(str(x) for x in e.get('loc', ()) if x != 'body')}: {e.get('msg')}" for e in exc.errors()]
-        return JSONResponse({"detail": "; ".join(parts)[:500] or "invalid request"}, status_code=422)
+        return JSONResponse({"detail": validation_detail(exc.errors())}, status_code=422)
 
     # -- page -----------------------------------------------------------------------------------------------
     @app.get("/", response_class=HTMLResponse)
@@ -91,13 +93,14 @@ def create_app(workspace: str | Path | Workspace, *, max_runs: int = 1, token: s
 
     @app.get("/api/options")
     def options() -> dict[str, Any]:
-        return {"suites": _suite_tasks(), "harnesses": ["default", *ws.harness_files()],
-                "llms": sorted(p.stem for p in CONF_LLM.glob("*.yaml")), "workspace": str(ws.root)}
+        served = manager.settings
+        return {"suites": _suite_tasks(), "harnesses": ["default", *ws.harness_files()], "llms": served.names(),
+                "default_llm": served.default_model, "limits": served.limits.model_dump(), "workspace": str(ws.root)}
 
     # -- runs -----------------------------------------------------------------------------------------------
     @app.post("/api/runs", response_model=RunCreated, status_code=201)
-    def start(req: RunRequest) -> dict[str, str]:
-        return {"id": manager.submit(req).id}
+    def start(req: RunRequest, request: Request) -> dict[str, str]:
+        return {"id": manager.submit(req, client=request.client.host if request.client else "").id}
 
     @app.get("/api/runs", response_model=list[RunInfo])
     def runs() -> list[dict[str, Any]]:
@@ -143,6 +146,16 @@ def create_app(workspace: str | Path | Workspace, *, max_runs: int = 1, token: s
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     return app
+
+
+def validation_detail(errors: Any) -> str:
+    """One line naming each offending field (``llm.base_url: ...``), never its value (it may be a secret)."""
+    parts = []
+    for e in errors:
+        loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+        msg = str(e.get("msg", "invalid")).removeprefix("Value error, ")
+        parts.append(msg if loc and msg.startswith(loc) else f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)[:500] or "invalid request"
 
 
 async def _stream(manager: RunManager, run_id: str, folder: Path, request: Request) -> AsyncIterator[str]:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.app.serve import admission
+from harness.app.serve.config import ServeSettings, load_settings
 from harness.app.serve.models import RunRequest
 from harness.app.serve.results import result_payload
 from harness.app.serve.workspace import Workspace, WorkspaceError
@@ -25,27 +27,8 @@ from harness.runtime.interaction import RunControl
 
 log = logging.getLogger(__name__)
 FINAL = ("done", "failed", "stopped")
-CONF_LLM = Path(__file__).resolve().parents[2] / "conf" / "llm"
 STATUS_FILE = "status.json"
 REQUEST_FILE = "request.json"
-
-
-def llm_group(name: str) -> dict[str, Any]:
-    """The ``llm=<name>`` config group file as a dict (its ``defaults`` chain merged, ``base`` left to the model)."""
-    from omegaconf import OmegaConf
-
-    path = CONF_LLM / f"{name}.yaml"
-    if not name.replace("_", "").isalnum() or not path.is_file():
-        known = ", ".join(sorted(p.stem for p in CONF_LLM.glob("*.yaml")))
-        raise WorkspaceError(f"unknown llm {name!r}; known: {known}")
-    data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    assert isinstance(data, dict)
-    merged: dict[str, Any] = {}
-    for entry in data.pop("defaults", []) or []:
-        if isinstance(entry, str) and entry not in ("base", "_self_"):
-            merged.update(llm_group(entry))
-    merged.update(data)
-    return merged
 
 
 @dataclass
@@ -72,6 +55,7 @@ class LiveRun:
     error: str | None = None
     created: float = field(default_factory=time.time)
     thread: threading.Thread | None = None
+    client: str = ""  # the address that started it (the per-client cap on unfinished runs)
 
     def status(self) -> str:
         """The public status: running splits into paused (the user paused) and waiting (for the user)."""
@@ -86,8 +70,10 @@ class LiveRun:
 class RunManager:
     """Starts, steers and lists the workspace's runs (see the module docstring)."""
 
-    def __init__(self, workspace: Workspace, *, max_runs: int = 1, make_client: Callable[[Any], Any] | None = None):
+    def __init__(self, workspace: Workspace, *, max_runs: int = 1, make_client: Callable[[Any], Any] | None = None,
+                 settings: ServeSettings | None = None):
         self.workspace = workspace
+        self.settings = settings or load_settings()
         self._slots = threading.Semaphore(max(1, int(max_runs)))
         self._runs: dict[str, LiveRun] = {}
         self._clients: dict[str, Any] = {}
@@ -102,21 +88,17 @@ class RunManager:
 
         from harness.app.artifact import ArtifactError, FrozenHarness
         from harness.app.cli_support import config_error
-        from harness.engine.context import Budget
         from harness.engine.task import TaskError
-        from workflows.params import SRSettings
 
+        limits = self.settings.limits
         try:
             harness = FrozenHarness.resolve(self.workspace.harness_file(req.harness))
-            llm = llm_group(req.llm) if isinstance(req.llm, str) else dict(req.llm or {})
-            llm_config = harness.llm_config(llm)
-            budget = Budget(**{k: v for k, v in req.budget.items() if v is not None})
-            settings = SRSettings.coerce({**harness.sr_settings, **req.sr})
+            llm_config = admission.llm_config(self.settings, harness, req.llm)
+            budget = admission.budget(limits, req)
+            settings = admission.sr_settings(limits, harness, req.sr)
             agent = search = None
             if req.agent is not None:
-                from harness.runtime.agent_config import AgentConfig
-
-                agent = AgentConfig.model_validate({"interactive": True, **req.agent})
+                agent = admission.agent_config(limits, req.agent)
                 search = settings.search_settings(harness.backend, floor=False)
             task = self._task(req)
         except WorkspaceError:
@@ -148,20 +130,35 @@ class RunManager:
                                 descriptions={k: v for k, v in descriptions.items() if k != target},
                                 target_description=descriptions.get(target), ood_column=req.ood_column)
 
-    def submit(self, req: RunRequest) -> LiveRun:
-        """Queue a checked run; it starts when a slot is free."""
+    def submit(self, req: RunRequest, client: str = "") -> LiveRun:
+        """Queue a checked run; it starts when a slot is free. A client (address) with ``max_runs_per_client``
+        unfinished runs gets a 429 (one page cannot fill the queue for everyone)."""
+        with self._lock:
+            self._check_client_cap(client)  # before the work of loading the data, and again when it is counted
         prepared = self.prepare(req)
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
         run_dir = self.workspace.run_dir(run_id)
-        run_dir.mkdir(parents=True)
-        run = LiveRun(run_id, run_dir, req.model_dump())
-        (run_dir / REQUEST_FILE).write_text(json.dumps(run.request, indent=1), encoding="utf-8")
-        self._save_status(run)
+        run = LiveRun(run_id, run_dir, req.model_dump(), client=client)
         with self._lock:
-            self._runs[run_id] = run
+            self._check_client_cap(client)
+            self._runs[run_id] = run  # counted from now on: two requests at once cannot both pass the cap
+        try:
+            run_dir.mkdir(parents=True)
+            (run_dir / REQUEST_FILE).write_text(json.dumps(run.request, indent=1), encoding="utf-8")
+        except OSError:
+            with self._lock:
+                self._runs.pop(run_id, None)
+            raise
+        self._save_status(run)
         run.thread = threading.Thread(target=self._work, args=(run, prepared), name=f"run-{run_id}", daemon=True)
         run.thread.start()
         return run
+
+    def _check_client_cap(self, client: str) -> None:
+        cap = self.settings.limits.max_runs_per_client
+        if sum(1 for r in self._runs.values() if r.client == client and r.state not in FINAL) >= cap:
+            raise admission.Refused(f"this client has {cap} unfinished runs, the server's limit (--limit "
+                                    "max_runs_per_client=...): wait for one to end or stop one", status=429)
 
     def _client(self, config: Any) -> Any:
         """One client per model settings, shared by every run (so the embedded model is loaded once)."""

@@ -62,9 +62,14 @@ class Workspace:
         return path
 
     def run_dir(self, run_id: str) -> Path:
-        if not RUN_ID.match(run_id or ""):
+        """``runs/<run_id>``; a run folder that is a symlink (or leads out) is no run: results routes read only
+        what is in the workspace."""
+        if not RUN_ID.fullmatch(run_id or ""):
             raise WorkspaceError(f"no such run: {run_id!r}", status=404)
-        return self.runs_dir / run_id
+        path = self.runs_dir / run_id
+        if path.is_symlink() or (path.exists() and not path.resolve().is_relative_to(self.runs_dir)):
+            raise WorkspaceError(f"no such run: {run_id!r}", status=404)
+        return path
 
     # -- uploads ------------------------------------------------------------------------------------------------
     def save_upload(self, filename: str, content: bytes) -> dict[str, Any]:
@@ -83,7 +88,7 @@ class Workspace:
 
     def data_file(self, data: str) -> Path:
         """An upload id or a CSV path relative to the workspace."""
-        if UPLOAD_ID.match(data or ""):
+        if UPLOAD_ID.fullmatch(data or ""):
             path = self.root / "uploads" / f"{data}.csv"
             if not path.is_file():
                 raise WorkspaceError(f"no such upload: {data!r}", status=404)
@@ -97,7 +102,11 @@ class Workspace:
         """``default`` or a frozen harness file in the workspace (its absolute path)."""
         if not harness or harness == "default":
             return "default"
-        return str(self.resolve(harness))
+        path = self.resolve(harness)
+        if path.is_relative_to(self.runs_dir) or path.is_relative_to(self.root / "uploads"):
+            raise WorkspaceError(f"harness {harness!r}: a harness file is one the operator keeps in the workspace, "
+                                 "not in runs/ or uploads/")
+        return str(path)
 
     def harness_files(self) -> list[str]:
         """Frozen harness files in the workspace (JSON files with a digest and a workflow), for the page's list."""
