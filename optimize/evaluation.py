@@ -214,6 +214,22 @@ class Evaluator:
             records = self.executor.map(one, pairs)
         return summarize(spec.identity_digest, records)
 
+    def evaluate_side_by_side(
+        self, specs: Mapping[str, Harness], tasks: Sequence[Any], seeds: Sequence[int] = (0,), *, stage: str,
+        time_scale: float | None = None,
+    ) -> dict[str, EvalSummary]:
+        """Several harnesses on the same (task, seed) pairs, pair by pair (every harness on one pair, then the
+        next), so a machine that gets busier or quieter meanwhile slows them alike: what the paired comparisons
+        and the stage curve read. Keyed as ``specs``; labels are the keys."""
+        records: dict[str, list[EvalRecord]] = {name: [] for name in specs}
+        for task in tasks:
+            for seed in seeds:
+                for name, spec in specs.items():
+                    records[name] += self.evaluate(spec, [task], [seed], stage=stage, label=name,
+                                                   time_scale=time_scale).records
+        return {name: summarize(self.as_run(specs[name], time_scale).identity_digest, recs)
+                for name, recs in records.items()}
+
     def evaluate_one(
         self, spec: Harness, task: Any, seed: int, *, stage: str, label: str = "", reserve: int = 0,
         time_scale: float | None = None,

@@ -133,27 +133,26 @@ def evaluate_stages(ctx: OptimizeContext, specs: dict[str, Harness], picked: str
                     ) -> dict[str, dict[str, Any]]:
     """Each stage's harness (and the shipped default, ``default``) on the training tasks at the training scale
     (``freeze.train``) and on the held-out tasks at ``freeze.heldout_time_scale`` (``freeze.heldout``; when off,
-    only the start, ``picked`` and the default are scored there)."""
+    only the start, ``picked`` and the default are scored there), side by side: every harness on one held-out task
+    before the next (``Evaluator.evaluate_side_by_side``)."""
     f = ctx.settings.freeze
+    curve = {stage: (ctx.default if stage == "default" else specs[stage]) for stage in CURVE
+             if stage == "default" or (stage in specs and stage in f.evaluate)}
+    train = {stage: ctx.evaluator.evaluate(spec, ctx.tasks.train, ctx.seeds, stage=STAGE, label=f"{stage} train")
+             for stage, spec in curve.items() if f.train and stage != "default"}
+    on_held = {stage: spec for stage, spec in curve.items() if f.heldout or stage in ("baseline", "default", picked)}
+    held = ctx.evaluator.evaluate_side_by_side(on_held, ctx.tasks.heldout, ctx.seeds, stage=STAGE,
+                                               time_scale=f.heldout_time_scale) if ctx.tasks.heldout else {}
     rows: dict[str, dict[str, Any]] = {}
-    for stage in CURVE:
-        spec = ctx.default if stage == "default" else specs.get(stage)
-        if spec is None or (stage != "default" and stage not in f.evaluate):
-            continue
-        train = held = None
-        if f.train and stage != "default":
-            train = ctx.evaluator.evaluate(spec, ctx.tasks.train, ctx.seeds, stage=STAGE, label=f"{stage} train")
-        on_curve = f.heldout or stage in ("baseline", "default", picked)
-        if on_curve and ctx.tasks.heldout:
-            held = ctx.evaluator.evaluate(spec, ctx.tasks.heldout, ctx.seeds, stage=STAGE, label=f"{stage} heldout",
-                                          time_scale=f.heldout_time_scale)
-        if train is None and held is None and stage == "default":
+    for stage, spec in curve.items():
+        if stage not in train and stage not in held:
             continue
         rows[stage] = {"title": STAGE_TITLES[stage], "digest": spec.identity_digest,
                        "workflow": list(spec.workflow.as_tuple()), "sr_choices": hand_made_choices(spec),
-                       "train": _row(train, ctx.tasks.train), "heldout": _row(held, ctx.tasks.heldout)}
-        log.info("freeze: %s train %s held-out %s", stage, f"{train.score:.3f}" if train else "-",
-                 f"{held.score:.3f}" if held else "-")
+                       "train": _row(train.get(stage), ctx.tasks.train),
+                       "heldout": _row(held.get(stage), ctx.tasks.heldout)}
+        log.info("freeze: %s train %s held-out %s", stage, f"{train[stage].score:.3f}" if stage in train else "-",
+                 f"{held[stage].score:.3f}" if stage in held else "-")
     return rows
 
 
@@ -180,10 +179,8 @@ def gate(ctx: OptimizeContext, default: Harness, candidate: Harness) -> dict[str
                            "solve_seconds_per_run": default.settings.time_budget * scale, "rule": rule.describe()}
     same = candidate.identity_digest == default.identity_digest
     arms = {"default": default} if same else {"default": default, "candidate": candidate}
-    summaries = {}
-    for name, harness in arms.items():
-        summaries[name] = ctx.evaluator.evaluate(harness, deciding, ctx.seeds, stage=STAGE, label=f"gate {name}",
-                                                 time_scale=scale)
+    summaries = ctx.evaluator.evaluate_side_by_side(arms, deciding, ctx.seeds, stage=STAGE, time_scale=scale)
+    for name in arms:
         out[name] = {decided_on: _row(summaries[name], deciding)}
     if same:
         out["candidate"] = out["default"]

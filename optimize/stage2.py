@@ -237,12 +237,13 @@ def confirm(ctx: OptimizeContext, start: Harness, candidates: list[tuple[Harness
             "prompt_index": {role: 0 for role in start.prompts}, "role_agents": {}}
     if not candidates:
         return start, kept, rows
-    base = ctx.evaluator.evaluate(start, tasks, ctx.seeds, stage=STAGE, label="confirm start")
     for spec, chosen in candidates:
         if spec.identity_digest == start.identity_digest:  # the search found nothing better than where it began
             rows.append({"trial": chosen.get("trial"), "accepted": True, "note": "the start itself"})
             return spec, chosen, rows
-        summary = ctx.evaluator.evaluate(spec, tasks, ctx.seeds, stage=STAGE, label=f"confirm trial {chosen['trial']}")
+        pair = ctx.evaluator.evaluate_side_by_side({"confirm start": start, f"confirm trial {chosen['trial']}": spec},
+                                                   tasks, ctx.seeds, stage=STAGE)
+        base, summary = pair["confirm start"], pair[f"confirm trial {chosen['trial']}"]
         accepted, record = rule.decide(summary, base)
         rows.append({"trial": chosen.get("trial"), "accepted": accepted, "score": summary.score,
                      "start_score": base.score, **record.to_dict()})
