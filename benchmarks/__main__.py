@@ -75,8 +75,9 @@ def _executor_options(args: argparse.Namespace) -> dict[str, str]:
 
 def cmd_run(args: argparse.Namespace) -> None:
     """Solve every task of a suite with a frozen harness; resumable; prints the per-task table."""
-    from benchmarks.runner import domain_markdown, markdown_table, run_benchmark
+    from benchmarks.runner import domain_markdown, markdown_table, run_benchmark, summary_row
     from harness.app.artifact import FrozenHarness
+    from harness.app.progress import Progress, format_seconds, print_summary
     from harness.app.executor import ExecutorError
     from harness.app.executor_factory import make_executor, split_executor_options
 
@@ -91,25 +92,30 @@ def cmd_run(args: argparse.Namespace) -> None:
         llm = {k: v for k, v in {"provider": args.llm, "base_url": args.base_url, "model": args.model}.items() if v}
     sr = {"time_budget": args.time_budget} if args.time_budget else None
 
-    def progress(record: dict[str, Any]) -> None:
-        acc = record.get("metrics", {}).get("test_id", {}).get("acc_0.01")
-        sa = (record.get("symbolic") or {}).get("equivalent")
-        print(f"{record['task']}: {record.get('status')} acc_0.01_id={acc} sa={sa} {record.get('seconds')}s "
-              f"{record.get('equation') or record.get('error', '')}", flush=True)
-
     try:
         executor = make_executor(executor_config)
     except ExecutorError as exc:
         raise TaskError(str(exc)) from exc
+    progress = Progress(f"benchmark {args.suite}")
     try:
         table = run_benchmark(harness, tasks, args.out_dir, seed=args.seed, llm=llm, sr_settings=sr,
-                              on_record=progress, executor=executor)
+                              executor=executor, progress=progress)
     finally:
+        progress.close()
         executor.close()
     text = markdown_table(table) + "\n\nPer domain (sa: symbolic accuracy over tasks with a known ground truth, "
     text += "harness/engine/symbolic.py):\n\n" + domain_markdown(table)
-    (Path(args.out_dir) / "table.md").write_text(text + "\n", encoding="utf-8")
+    table_file = Path(args.out_dir) / "table.md"
+    table_file.write_text(text + "\n", encoding="utf-8")
     print(text)
+    summary = summary_row(table) if len(table) else {}
+    print_summary(f"{args.suite}: {len(table)} tasks, seed {args.seed}", [
+        {"split": tag, "acc_0.01 (95 %)": summary.get(f"acc_0.01_{key}"),
+         "acc_0.01 (every point)": summary.get(f"acc_all_0.01_{key}"),
+         "acc_0.001": summary.get(f"acc_0.001_{key}"), "median NMSE": summary.get(f"median_nmse_{key}")}
+        for tag, key in (("ID", "id"), ("OOD", "ood"))],
+        notes=[f"symbolic accuracy {summary.get('sa', float('nan')):.3f}; {format_seconds(progress.elapsed)}; "
+               f"table: {table_file}; records: {Path(args.out_dir) / 'results.jsonl'}"])
 
 
 def build_parser() -> argparse.ArgumentParser:

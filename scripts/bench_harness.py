@@ -3,7 +3,7 @@
     python scripts/bench_harness.py [--out runs/bench_harness] [--suite lsr_like] [--n-per-domain 3] [--split test]
         [--option key=value ...] [--llm-sr ../shared/data/llm-sr | --llm-sr ''] [--harness default] [--ablation]
         [--tasks NAME ...] [--llm KEY=VALUE ...] [--sr KEY=VALUE ...] [--prompt ROLE=FILE ...]
-        [--reuse engine=runs/<earlier>/results.jsonl]   # the engine alone does not change with the harness
+        [--task anonymize=true] [--reuse engine=runs/<earlier>/results.jsonl]   # the engine arm does not change
 
 Arms (each task, same seed):
 - ``harness``: the frozen harness solves the task (its LLM, workflow, SR settings, selection).
@@ -24,6 +24,11 @@ channel or a stronger model is one command: ``--sr residual_seconds=30``, ``--pr
 ``--llm provider=openai --llm base_url=http://host:8000/v1 --llm model=Qwen/Qwen2.5-7B-Instruct``. Values are
 read as YAML (numbers, booleans, lists, mappings). The changed harness gets its own digest; every record carries
 it, and an ``--out`` folder holding another harness's records is refused (its rerun would skip the tasks).
+
+``--task anonymize=true`` solves every task anonymized (``harness.engine.anonymize``: inputs ``x1..xn``, target
+``y``, no descriptions, task name, domain or metadata in any prompt), every arm alike: what the model brings from
+the names against what the data shows. Records keep the task's own name (so seeds pool); their ``equation`` is in
+the anonymized names, ``equation_original`` in the task's. An ``--out`` folder holds one mode only.
 
 Tasks: a suite (``--suite``: ``lsr_like`` by default, the LSR-Synth-grade generator; ``synthetic`` for the easier
 suite of the earlier figures; ``lsr_transform``; any suite with ``--option``), its ``--split`` (``test`` = the
@@ -54,6 +59,8 @@ import yaml
 import benchmarks
 from benchmarks.runner import load_records
 from harness.app.artifact import FrozenHarness
+from harness.app.progress import Progress, format_seconds, print_summary
+from harness.engine.anonymize import anonymize
 from harness.engine.candidates import Candidate, dedupe, select
 from harness.engine.combine import combine_terms
 from harness.engine.context import AgentContext, FitSettings, add_edge_scores
@@ -115,15 +122,30 @@ def with_overrides(harness: FrozenHarness, *, llm: list[str] = (), sr: list[str]
     return harness.with_changes(**changes)
 
 
-def check_out_folder(records: list[dict[str, Any]], digest: str, out: Path) -> None:
-    """One harness per results file: a rerun skips finished (arm, task) pairs, so another harness's records there
-    would be reported as this one's. Records taken with ``--reuse`` (an engine arm from another harness's run)
-    are not this run's harness and do not count."""
+def check_out_folder(records: list[dict[str, Any]], digest: str, out: Path, anonymized: bool = False) -> None:
+    """One harness and one task mode per results file: a rerun skips finished (arm, task) pairs, so another
+    harness's (or the other mode's) records there would be reported as this one's. Records taken with ``--reuse``
+    (an engine arm from another harness's run) are not this run's harness and do not count."""
     other = sorted({r["harness"] for r in records
                     if r.get("harness") and r["harness"] != digest and not r.get("reused_from")})
     if other:
         raise SystemExit(f"{out} holds records of harness {other[0]} (this run's is {digest}); "
                          "use another --out for a changed harness")
+    if any(bool(r.get("anonymized")) != anonymized for r in records):
+        raise SystemExit(f"{out} holds records of {'named' if anonymized else 'anonymized'} tasks; use another "
+                         "--out for the other mode")
+
+
+def task_options(pairs: list[str]) -> bool:
+    """``--task anonymize=true``: whether tasks are anonymized (the one task option)."""
+    given = parse_overrides(list(pairs), "task")
+    unknown = sorted(set(given) - {"anonymize"})
+    if unknown:
+        raise SystemExit(f"--task {unknown[0]}: not a task option; known: anonymize")
+    value = given.get("anonymize", False)
+    if not isinstance(value, bool):
+        raise SystemExit(f"--task anonymize takes true or false, got {value!r}")
+    return value
 
 
 def metric(record: dict[str, Any], split: str, name: str) -> float:
@@ -311,6 +333,62 @@ def selection_table(records: list[dict[str, Any]], arms: list[str]) -> str:
             + pd.DataFrame(rows).to_markdown(index=False, floatfmt=".3g") + "\n")
 
 
+def run_arm(arm: str, task: Any, args: argparse.Namespace, harness: FrozenHarness, settings: SRSettings,
+            sr_seconds: float, results: Path, out: Path, anonymized: bool) -> dict[str, Any]:
+    """One (arm, task) record; a failure is a recorded miss, never dropped. Anonymized: every arm solves the same
+    anonymized task, and the record keeps the task's own name beside the equation read back in its names."""
+    hidden = anonymize(task) if anonymized else None
+    seen = hidden.task if hidden else task
+    t0 = time.perf_counter()
+    try:
+        if arm == "harness":
+            rec = run_harness(harness, seen, args.seed, out / "runs" / task.name)
+        elif arm == "engine+combine":
+            engine = [r for r in load_records(results) if r["arm"] == "engine" and r["task"] == task.name]
+            if not engine:
+                raise RuntimeError("engine+combine is derived from the engine arm; run that arm too")
+            rec = combine_engine(engine[-1], seen, args.seed)
+        elif arm == "engine-restarts":
+            rec = run_engine(harness, seen, args.seed, settings.time_budget,
+                             runs=expected_solver_runs(harness.workflow, settings))
+        else:
+            rec = run_engine(harness, seen, args.seed, sr_seconds, harness_selection=arm == "engine+sel")
+    except Exception as exc:  # recorded as a miss, never dropped
+        rec = {"equation": None, "metrics": {}, "llm_calls": None, "error": f"{type(exc).__name__}: {exc}",
+               "traceback": traceback.format_exc()[-2000:], "seconds": round(time.perf_counter() - t0, 2)}
+    match = task_symbolic_match(seen, rec.get("equation"))
+    suite = "llm_sr" if task.name in PUBLISHED else args.suite
+    rec.update(arm=arm, harness=harness.digest[:19], task=task.name, suite=suite, domain=task.domain,
+               ground_truth=task.ground_truth, seed=args.seed, split=task.metadata.get("split", args.split),
+               symbolic=match.to_record() if match else None)
+    if hidden is not None:
+        rec.update(anonymized=True, equation_original=hidden.restore(rec.get("equation")))
+    return rec
+
+
+def arm_summary(records: list[dict[str, Any]], arms: list[str]) -> list[dict[str, Any]]:
+    """Per arm: tasks, mean acc_0.01 in both readings, ID and OOD, symbolic accuracy, seconds per task."""
+    rows = []
+    for arm in arms:
+        mine = [r for r in records if r["arm"] == arm]
+        if not mine:
+            continue
+
+        def mean(split: str, name: str) -> float:
+            values = [metric(r, split, name) for r in mine]
+            return sum(0.0 if math.isnan(v) else v for v in values) / len(values)
+
+        known = [r for r in mine if r.get("ground_truth")]
+        rows.append({"arm": arm, "tasks": len(mine),
+                     "acc_0.01 ID / OOD (95 %)": f"{mean('test_id', 'acc_0.01'):.3f} / {mean('test_ood', 'acc_0.01'):.3f}",
+                     "every point ID / OOD": f"{mean('test_id', 'acc_all_0.01'):.3f} / "
+                                             f"{mean('test_ood', 'acc_all_0.01'):.3f}",
+                     "SA": (sum(bool((r.get("symbolic") or {}).get("equivalent")) for r in known) / len(known)
+                            if known else float("nan")),
+                     "s / task": sum(float(r.get("seconds") or 0) for r in mine) / len(mine)})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench_harness")
@@ -331,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="SR setting of the harness (repeatable), e.g. residual_seconds=30")
     parser.add_argument("--prompt", action="append", default=[], metavar="ROLE=FILE",
                         help="a role's prompt from a file (repeatable), e.g. planner=planner.md")
+    parser.add_argument("--task", action="append", default=[], metavar="KEY=VALUE",
+                        help="how tasks are shown: anonymize=true (inputs x1..xn, target y, no names or descriptions)")
     parser.add_argument("--reuse", nargs="*", default=[], metavar="ARM=RESULTS",
                         help="take ARM's records from an earlier results.jsonl (same tasks, engine settings, seed and "
                              "machine) instead of running it again; they are marked reused_from")
@@ -338,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
 
     harness = FrozenHarness.default() if args.harness == "default" else FrozenHarness.load(args.harness)
     harness = with_overrides(harness, llm=args.llm, sr=args.sr, prompts=args.prompt)
+    anonymized = task_options(args.task)
     settings = SRSettings.coerce(harness.sr_settings)
     sr_seconds = expected_solver_runs(harness.workflow, settings) * settings.time_budget
     arms = ["harness", "engine"] + (["engine+sel", "engine-restarts", "engine+combine"] if args.ablation else [])
@@ -346,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
-    check_out_folder(load_records(results), harness.digest[:19], out)
+    check_out_folder(load_records(results), harness.digest[:19], out, anonymized)
     done = {(r["arm"], r["task"]) for r in load_records(results)}
     tasks = load_tasks(args)
     for spec in args.reuse:
@@ -358,43 +439,35 @@ def main(argv: list[str] | None = None) -> int:
                     fh.write(json.dumps({**rec, "reused_from": source}, default=float) + "\n")
                     done.add((arm_name, rec["task"]))
     print(f"harness {harness.digest[:19]} w={harness.workflow.as_tuple()} llm={harness.llm} "
-          f"SR seconds per task {sr_seconds:g}; {len(tasks)} tasks; arms {arms}", flush=True)
-    for task in tasks:
-        suite = "llm_sr" if task.name in PUBLISHED else args.suite
-        for arm in arms:
+          f"SR seconds per task {sr_seconds:g}; {len(tasks)} tasks; arms {arms}"
+          + ("; tasks anonymized" if anonymized else ""), flush=True)
+    pairs = [(task, arm) for task in tasks for arm in arms]
+    progress = Progress("bench_harness")
+    progress.stage(f"{len(tasks)} tasks x {len(arms)} arms", total=len(pairs),
+                   done=sum((arm, task.name) in done for task, arm in pairs))
+    try:
+        for task, arm in pairs:
             if (arm, task.name) in done:
                 continue
-            t0 = time.perf_counter()
-            try:
-                if arm == "harness":
-                    rec = run_harness(harness, task, args.seed, out / "runs" / task.name)
-                elif arm == "engine+combine":
-                    engine = [r for r in load_records(results) if r["arm"] == "engine" and r["task"] == task.name]
-                    if not engine:
-                        raise RuntimeError("engine+combine is derived from the engine arm; run that arm too")
-                    rec = combine_engine(engine[-1], task, args.seed)
-                elif arm == "engine-restarts":
-                    rec = run_engine(harness, task, args.seed, settings.time_budget,
-                                     runs=expected_solver_runs(harness.workflow, settings))
-                else:
-                    rec = run_engine(harness, task, args.seed, sr_seconds, harness_selection=arm == "engine+sel")
-            except Exception as exc:  # recorded as a miss, never dropped
-                rec = {"equation": None, "metrics": {}, "llm_calls": None, "error": f"{type(exc).__name__}: {exc}",
-                       "traceback": traceback.format_exc()[-2000:], "seconds": round(time.perf_counter() - t0, 2)}
-            match = task_symbolic_match(task, rec.get("equation"))
-            rec.update(arm=arm, harness=harness.digest[:19], task=task.name, suite=suite, domain=task.domain, ground_truth=task.ground_truth,
-                       seed=args.seed, split=task.metadata.get("split", args.split),
-                       symbolic=match.to_record() if match else None)
+            progress.item(f"{task.name} / {arm}")
+            rec = run_arm(arm, task, args, harness, settings, sr_seconds, results, out, anonymized)
             with results.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(rec, default=float) + "\n")
-            print(f"{task.name:24s} {arm:10s} acc0.01 ID/OOD {metric(rec, 'test_id', 'acc_0.01'):.0f}/"
-                  f"{metric(rec, 'test_ood', 'acc_0.01'):.0f} nmse ID/OOD {metric(rec, 'test_id', 'nmse'):.3g}/"
-                  f"{metric(rec, 'test_ood', 'nmse'):.3g} SA {int(bool(match and match.equivalent))} {rec['seconds']:.0f}s  "
-                  f"{str(rec.get('equation'))[:90]}",
-                  flush=True)
-    text = tables([r for r in load_records(results) if r["arm"] in arms and r["task"] in {t.name for t in tasks}], arms)
+            progress.advance(note=f"{task.name:24s} {arm:10s} acc0.01 ID/OOD {metric(rec, 'test_id', 'acc_0.01'):.0f}/"
+                                  f"{metric(rec, 'test_ood', 'acc_0.01'):.0f} nmse ID/OOD "
+                                  f"{metric(rec, 'test_id', 'nmse'):.3g}/{metric(rec, 'test_ood', 'nmse'):.3g} "
+                                  f"SA {int(bool((rec.get('symbolic') or {}).get('equivalent')))} "
+                                  f"{rec['seconds']:.0f}s  {str(rec.get('equation'))[:90]}")
+    finally:
+        progress.close()
+    records = [r for r in load_records(results) if r["arm"] in arms and r["task"] in {t.name for t in tasks}]
+    text = tables(records, arms)
     (out / "tables.md").write_text(text + "\n", encoding="utf-8")
     print("\n" + text)
+    print_summary(f"{args.suite} ({args.split} split), seed {args.seed}" + (", anonymized" if anonymized else ""),
+                  arm_summary(records, arms),
+                  notes=[f"acc_0.01: at least 95 % of the test points within 1 %; every point: all of them "
+                         f"(docs/results.md). {format_seconds(progress.elapsed)}; tables: {out / 'tables.md'}"])
     return 0
 
 

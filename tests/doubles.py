@@ -214,6 +214,16 @@ def stuck_engine(plan: Any, context: Any, *, max_seconds: float) -> Any:
     raise RuntimeError(f"the stuck engine woke after {STUCK_SECONDS:g}s: nothing killed it")
 
 
+RECEIVED: list[list[dict[str, Any]]] = []  # every request seen by `recording_role_output`, oldest first
+
+
+def recording_role_output(messages: list[dict[str, Any]], **request: Any) -> str | dict[str, Any]:
+    """:func:`scripted_role_output`, keeping a copy of each request's messages in :data:`RECEIVED`, so an in-process
+    CLI test can read every prompt the model was sent (``llm.extra={fn: tests.doubles.recording_role_output}``)."""
+    RECEIVED.append(copy.deepcopy(messages))
+    return scripted_role_output(messages, **request)
+
+
 # -- the toy -----------------------------------------------------------------------------------------------------
 PHRASE = "periodic hypothesis"
 HINT = "TOY-HINT: the target looks periodic in x0 and quadratic in x1"

@@ -109,3 +109,37 @@ def test_records_reused_from_another_harness_do_not_lock_the_folder(tmp_path: Pa
     bench.check_out_folder([{"harness": mine}, {"harness": other, "reused_from": "x/results.jsonl"}], mine, tmp_path)
     with pytest.raises(SystemExit, match="another --out"):
         bench.check_out_folder([{"harness": other}], mine, tmp_path)
+
+
+def test_anonymized_tasks_send_no_name_or_description_and_report_progress(tmp_path: Path, capsys) -> None:
+    """``--task anonymize=true``: every prompt sees x1..xn and y only; the records keep the task's name and read
+    the equation back in its names; plain progress lines (stdout is not a terminal) and a closing summary."""
+    import benchmarks
+    from harness.engine.anonymize import rename_variables
+    from tests import doubles
+
+    [task] = benchmarks.load_suite("synthetic", split="train", n_per_domain=1, names=["chem_react_synth_00"])
+    out = tmp_path / "bench"
+    common = ["--suite", "synthetic", "--split", "train", "--n-per-domain", "1", "--tasks", "chem_react_synth_00",
+              "--llm-sr", "", "--arms", "harness", "engine", "--out", str(out), "--sr", "time_budget=1",
+              "--llm", f"provider={SCRIPTED}", "--llm", "extra={fn: tests.doubles.recording_role_output}"]
+    doubles.RECEIVED.clear()
+    assert bench.main(common + ["--task", "anonymize=true"]) == 0
+    prompts = "\n".join(str(m.get("content") or "") for request in doubles.RECEIVED for m in request)
+    assert doubles.RECEIVED and "x1" in prompts
+    secrets = [task.name, task.domain, *task.input_names, *task.input_descriptions, task.target_description]
+    for secret in secrets:
+        if len(secret) > 2:  # one-letter names (A, t) are in every prompt's grammar note
+            assert secret not in prompts, f"{secret!r} reached a prompt"
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(r["arm"], r["task"], r["anonymized"]) for r in records] == [
+        ("harness", task.name, True), ("engine", task.name, True)]
+    back = {f"x{i}": name for i, name in enumerate(task.input_names, 1)}
+    for r in records:
+        assert r["equation"] and r["equation_original"] == rename_variables(r["equation"], back)
+        assert not any(f"x{i}" in r["equation_original"] for i in range(1, len(back) + 1))
+    printed = capsys.readouterr().out
+    assert "] 1 tasks x 2 arms: 0/2" in printed and "1 tasks x 2 arms: 2/2 done" in printed
+    assert "| arm | tasks | acc_0.01 ID / OOD (95 %) |" in printed and "tables.md" in printed
+    with pytest.raises(SystemExit, match="anonymized tasks"):  # a folder holds one mode only
+        bench.main(common)

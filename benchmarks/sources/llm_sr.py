@@ -1,8 +1,9 @@
 """The four LLM-SR problems, and any folder in the LLM-SR layout.
 
 Layout: ``train.csv`` (required), ``test_id.csv`` and ``test_ood.csv`` (optional), each with a header row and the
-target in the last column. An optional ``task.json`` (written by ``python -m benchmarks export``) restores
-descriptions and the ground truth, so exported tasks load back unchanged.
+target in the last column. An optional ``task.json`` (:class:`TaskInfo`: name, domain, descriptions, ground truth,
+metadata; written by hand or by ``python -m benchmarks export``, whose folders so load back unchanged) says what
+the numbers are. A description naming a column that ``train.csv`` lacks is an error, never silently dropped.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any, Iterable
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from benchmarks.sources._io import check_target, data_root, numeric_columns, read_table
 from harness.engine.task import Split, Task, TaskError, safe_identifier
@@ -85,6 +88,12 @@ def load_folder(
     names: list[str] = []
     for col in header:
         names.append(safe_identifier(col, names))
+    for source, given in (("task.json", saved.get("descriptions", {})), ("descriptions", descriptions or {})):
+        stray = sorted(str(k) for k in given if k not in header and k not in names)
+        if stray:
+            where = f"file {str(folder / 'task.json')!r}" if source == "task.json" else f"folder {str(folder)!r}"
+            raise TaskError(f"{where}: descriptions given for column(s) {stray} that are not in train.csv; "
+                            f"columns are {header}")
     renamed = {c: n for c, n in zip(header, names) if c != n}
     inputs, target = names[:-1], names[-1]
     try:
@@ -111,7 +120,37 @@ def load_folder(
         raise TaskError(f"folder {str(folder)!r}: {exc}") from None
 
 
+class TaskInfo(BaseModel):
+    """``task.json``: what a task folder says besides its numbers; every field is optional.
+
+    Written by hand: ``name``, ``domain``, ``descriptions`` (column -> text, the target's too), ``ground_truth`` (an
+    expression over the input columns, for symbolic accuracy), ``metadata``. Written by ``python -m benchmarks
+    export`` (``Task.to_dict``): ``input_names`` / ``input_descriptions`` / ``target_name`` / ``target_description``
+    instead of ``descriptions``, and row counts, which are ignored (the CSV files are the data)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str | None = None
+    domain: str | None = None
+    descriptions: dict[str, str] | None = None
+    ground_truth: str | None = None
+    metadata: dict[str, Any] = {}
+    input_names: list[str] | None = None
+    input_descriptions: list[str] | None = None
+    target_name: str | None = None
+    target_description: str | None = None
+
+    def column_descriptions(self) -> dict[str, str]:
+        if self.descriptions is not None:
+            return dict(self.descriptions)
+        out = dict(zip(self.input_names or [], self.input_descriptions or []))
+        if self.target_name:
+            out[self.target_name] = self.target_description or ""
+        return out
+
+
 def _read_task_json(path: Path) -> dict[str, Any]:
+    """``task.json`` as a plain dict (``descriptions`` always column -> text); {} when the folder has none."""
     if not path.is_file():
         return {}
     try:
@@ -120,10 +159,15 @@ def _read_task_json(path: Path) -> dict[str, Any]:
         raise TaskError(f"file {str(path)!r}: not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise TaskError(f"file {str(path)!r}: expected a JSON object")
-    out = dict(data)
-    if "descriptions" not in out and "input_names" in out:  # task.json written by export
-        out["descriptions"] = dict(zip(out["input_names"], out.get("input_descriptions", [])))
-        out["descriptions"][out.get("target_name", "")] = out.get("target_description", "")
+    try:
+        info = TaskInfo.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise TaskError(f"file {str(path)!r}: {where}: {first.get('msg', 'invalid')}") from None
+    out = info.model_dump(exclude_none=True, exclude={"input_names", "input_descriptions", "target_name",
+                                                      "target_description"})
+    out["descriptions"] = info.column_descriptions()
     return out
 
 

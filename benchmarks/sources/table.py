@@ -59,7 +59,8 @@ def load_table(
     descs = dict(descriptions or {})
     stray = sorted(set(descs) - set(inputs) - {target})
     if stray:
-        raise TaskError(f"file {str(file)!r}: descriptions given for column(s) {stray} that are not inputs or target")
+        raise TaskError(f"file {str(file)!r}: descriptions given for column(s) {stray} that are not inputs or "
+                        f"target; inputs are {list(inputs)}, target {target!r}")
     if not 0.0 <= test_fraction < 1.0:
         raise TaskError(f"test_fraction must be in [0, 1), got {test_fraction}")
     try:

@@ -6,14 +6,25 @@ the in-distribution and out-of-distribution test data, and the Pareto front.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig
+from pydantic import BaseModel, ConfigDict
 
 SHOWN_METRICS = ("nmse", "r2", "acc_0.1", "acc_0.01", "acc_0.001")
 SPLIT_ORDER = ("train", "valid", "test_id", "test_ood")
+ANONYMIZATION_FILE = "anonymization.json"
+
+
+class TaskOptions(BaseModel):
+    """The ``task`` section of ``solve``: how the data is shown to the model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    anonymize: bool = False  # inputs x1..xn, target y; no descriptions, task name, domain or metadata in any prompt
 
 
 def _non_null(section: dict[str, Any]) -> dict[str, Any]:
@@ -56,10 +67,10 @@ def _checked(section: str, build: Any) -> Any:
 def solve_command(cfg: DictConfig) -> int:
     """Load the harness and the data, solve, print the equation and metrics, write result.json and plots."""
     from rich.console import Console
-    from rich.markup import escape
 
     from harness.app.artifact import ArtifactError, FrozenHarness
-    from harness.app.cli_support import load_task, plain, run_dir_of
+    from harness.app.cli_support import column_list, column_map, load_task, plain, print_error, run_dir_of
+    from harness.engine.anonymize import anonymize
     from harness.engine.context import Budget
     from harness.engine.task import TaskError
     from workflows.params import SRSettings, expected_llm_calls, expected_solver_runs
@@ -73,15 +84,25 @@ def solve_command(cfg: DictConfig) -> int:
         llm_config = _checked("llm", lambda: harness.llm_config(_non_null(plain(cfg, "llm"))))
         sr_overrides = _non_null(plain(cfg, "sr"))
         settings = _checked("sr", lambda: SRSettings.coerce({**harness.sr_settings, **sr_overrides}))
-        task = load_task(str(cfg.data), cfg.get("target"), cfg.get("name"))
+        task_options = _checked("task", lambda: TaskOptions(**_non_null(plain(cfg, "task"))))
+        task = load_task(str(cfg.data), cfg.get("target"), cfg.get("name"),
+                         inputs=column_list(cfg.get("inputs"), "inputs"),
+                         descriptions=column_map(cfg.get("describe"), "describe"))
     except (ArtifactError, TaskError, OSError, ValueError, TypeError) as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)  # one line, whatever the width
+        print_error(console, exc)
         return 2
+    hidden = anonymize(task) if task_options.anonymize else None
+    if hidden is not None:  # the solver sees x1..xn and y only; the run folder says how to read its equations back
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / ANONYMIZATION_FILE).write_text(json.dumps(hidden.to_dict(), indent=2) + "\n", encoding="utf-8")
     backend = _backend_name(cfg.get("backend")) or harness.backend
     w = harness.workflow
     console.print(f"[bold]harness[/] {cfg.harness} ({harness.digest[:19]}...), workflow {w.as_tuple()}, "
                   f"backend {backend}, LLM {llm_config.provider}" + (f"/{llm_config.model}" if llm_config.model else ""))
     console.print(f"[bold]task[/] {task!r}\n[bold]run folder[/] {run_dir}")
+    if hidden is not None:
+        console.print("[bold]anonymized[/]: the model sees " + ", ".join(f"{a} ({b})" for a, b in hidden.names.items())
+                      + " with no names, descriptions or domain; result.json and nodes.jsonl use these names")
     totals = (expected_llm_calls(w, harness.role_agents), expected_solver_runs(w, settings))
 
     with console.status("solving ...") as status:
@@ -92,10 +113,12 @@ def solve_command(cfg: DictConfig) -> int:
             console.print(_node_line(node))
 
         solution = harness.solve(
-            task, llm=llm_config, backend=backend, budget=budget, run_dir=run_dir, seed=seed,
-            sr_settings=sr_overrides, max_workers=cfg.get("max_workers"), on_node=on_node,
+            hidden.task if hidden else task, llm=llm_config, backend=backend, budget=budget, run_dir=run_dir,
+            seed=seed, sr_settings=sr_overrides, max_workers=cfg.get("max_workers"), on_node=on_node,
         )
     _print_solution(console, solution)
+    if hidden is not None and solution.equation is not None:
+        console.print(f"[bold green]in the task's names[/] {hidden.restore(solution.equation)}")
     if solution.equation is not None:
         try:
             write_plots(run_dir, task, solution)
