@@ -35,13 +35,30 @@ def register_config_bases() -> None:
     ConfigStore.instance().store(group="optimize", name="base", node=defaults_of(OptimizeSettings))
 
 
+def _logs_through(progress: Any) -> None:
+    """On a terminal, log lines print above the live display (rich's handler on its console), not through it."""
+    if not progress.live:
+        return
+    from rich.logging import RichHandler
+
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if type(handler) is logging.StreamHandler:
+            root.removeHandler(handler)
+    root.addHandler(RichHandler(console=progress.console, show_path=False, markup=False))
+
+
 @hydra.main(config_path="pkg://harness.conf", config_name="optimize", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
     from harness.app.cli_support import quiet_http_logs
+    from harness.app.progress import Progress, format_seconds, print_summary
+    from optimize.report import closing_summary
 
     quiet_http_logs()
     run_dir = HydraConfig.get().runtime.output_dir
     settings = OptimizeSettings.model_validate(_plain(cfg.optimize))
+    progress = Progress("optimize")
+    _logs_through(progress)
     ctx = build_context(
         run_dir,
         settings,
@@ -51,15 +68,20 @@ def main(cfg: DictConfig) -> float | None:
         seed=int(cfg.seed),
         executor=_plain(cfg.get("executor")) or None,
     )
+    ctx.evaluator.progress = progress
     try:
         results = run_pipeline(ctx, str(cfg.stage))
     finally:
+        progress.close()
         ctx.evaluator.executor.close()
         for client in {id(c): c for c in (ctx.llm, ctx.reflection_llm) if c is not None}.values():
             close = getattr(client, "close", None)
             if callable(close):
                 close()
     freeze = results.get("freeze") or {}
+    if freeze:
+        title, rows, notes = closing_summary(freeze)
+        print_summary(title, rows, notes=[*notes, f"Elapsed: {format_seconds(progress.elapsed)}"])
     final = freeze.get("selected_stage")
     score = ((freeze.get("rows") or {}).get(final) or {}).get("train") or {}
     return score.get("score")  # what a sweeper would maximise

@@ -157,6 +157,7 @@ class Evaluator:
         # every harness after (common random numbers; paid once). Local runs only: a remote worker has no cache.
         self.shared_runs = self.cache.shared_runs() if share_runs and not self.executor.remote else None
         self.stop_at_exact = bool(stop_at_exact)
+        self.progress: Any = None  # a harness.app.progress.Progress: each run shown as it starts and ends
 
     # -- accounting -----------------------------------------------------------------------------------------
     def spent(self) -> dict[str, dict[str, float]]:
@@ -332,6 +333,8 @@ class Evaluator:
     def _run(self, spec: Harness, task: Any, seed: int, *, stage: str, label: str) -> EvalRecord:
         run_dir = self._run_dir(spec, task, seed, stage)
         started = time.perf_counter()
+        if self.progress is not None:
+            self.progress.item(f"{label or 'run'}: {task.name} (seed {seed})")
         try:
             result = run_harness(spec, task, self.llm, seed=seed, budget=self.run_budget, run_dir=run_dir,
                                  max_workers=self.branch_workers, runner=self._runner, shared_runs=self.shared_runs)
@@ -364,3 +367,7 @@ class Evaluator:
         }
         with self._trace_lock, open(self.trace_path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+        if self.progress is not None:
+            self.progress.advance(note="" if record.cached else
+                                  f"{record.label or stage}: {record.task} s{record.seed} score {record.score:.3f} "
+                                  f"({record.seconds:.0f} s, {record.llm_calls} model calls, {record.solver_runs} SR runs)")

@@ -244,7 +244,9 @@ def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
     log.info("froze the %s harness (%s) to %s", STAGE_TITLES.get(final, final), frozen.digest, ctx.folder.harness_path)
     return {"stage": STAGE, "start": ctx.settings.seed, "selected_stage": final, "picked_stage": picked,
             "gate": verdict, "train_time_scale": ctx.settings.train_time_scale,
-            "heldout_time_scale": f.heldout_time_scale, "rows": rows, "solver_runs_cumulative": cumulative,
+            "heldout_time_scale": f.heldout_time_scale,
+            "heldout_seconds_per_run": ctx.default.settings.time_budget * f.heldout_time_scale,
+            "rows": rows, "solver_runs_cumulative": cumulative,
             "metric": ctx.settings.metric, "score_split": ctx.settings.score_split,
             "harness_path": str(ctx.folder.harness_path), "digest": frozen.digest}
 

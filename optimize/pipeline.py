@@ -21,6 +21,8 @@ from optimize.stage3 import run_stage3
 
 log = logging.getLogger(__name__)
 ORDER = ("init", "search", "refine", "freeze")
+STAGE_NAMES = {"init": "stage 1: prompt initialisation", "search": "stage 2: joint search",
+               "refine": "stage 3: reflective refinement", "freeze": "freeze: gate and held-out tasks"}
 
 
 def prompt_pool(ctx: OptimizeContext) -> dict[str, list[str]]:
@@ -98,6 +100,8 @@ def run_pipeline(ctx: OptimizeContext, stage: str = "all") -> dict[str, Any]:
             results[name] = saved
             continue
         log.info("stage %s: starting", name)
+        if ctx.evaluator.progress is not None:
+            ctx.evaluator.progress.stage(STAGE_NAMES[name])
         results[name] = run_stage(ctx, name)
         log.info("stage %s: done (cumulative solver executions %s)", name,
                  ctx.evaluator.cumulative_solver_runs(("init", "search", "refine")))

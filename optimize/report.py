@@ -176,11 +176,12 @@ def _headline(freeze: dict[str, Any]) -> list[str]:
     if not curve:
         return []
     scale = freeze.get("heldout_time_scale") or 1.0
+    seconds = freeze.get("heldout_seconds_per_run") or 60 * scale
     cumulative = freeze.get("solver_runs_cumulative", {})
     first = rows[curve[0]]["heldout"]
     n_tasks = len(first.get("tasks") or {})
     out = [f"## Held-out tasks: {_title('baseline', freeze)} → trained → shipped default", "",
-           f"{n_tasks} held-out task(s), never seen by any stage; every harness with {_f(60 * scale, 0)} s per SR run "
+           f"{n_tasks} held-out task(s), never seen by any stage; every harness with {seconds:g} s per SR run "
            f"({_f(scale, 2)} of the solve seconds). acc_0.01 = share of tasks where at least 95 % of the test points "
            "are within 1 % (SR-Scientist's reading, used by the published PySR / SR-Scientist / HarnessSR figures); "
            "every point = all points within 1 %. SA = the selected equation is the ground truth up to its constants.",
@@ -375,6 +376,32 @@ def _gate_tables(freeze: dict[str, Any]) -> list[str]:
         if gate.get("candidate_digest") == gate.get("default_digest"):
             break
     return out + [""]
+
+
+def closing_summary(freeze: dict[str, Any]) -> tuple[str, list[dict[str, Any]], list[str]]:
+    """What ``python -m optimize`` prints at the end: the held-out rows (start, stages, shipped default; both Acc_0.01
+    readings and symbolic accuracy), what was frozen and why, where the files are."""
+    rows = freeze.get("rows") or {}
+    table = []
+    for stage in CURVE:
+        held = (rows.get(stage) or {}).get("heldout")
+        if not held:
+            continue
+        marks = [m for m, s in (("trained", freeze.get("picked_stage")), ("frozen", freeze.get("selected_stage")))
+                 if s == stage]
+        table.append({"harness": _title(stage, freeze) + (f" ({', '.join(marks)})" if marks else ""),
+                      "acc_0.01 ID": held.get("acc_0.01_id"), "acc_0.01 OOD": held.get("acc_0.01_ood"),
+                      "every point ID": held.get("acc_all_0.01_id"), "every point OOD": held.get("acc_all_0.01_ood"),
+                      "SA": held.get("sa")})
+    n_tasks = len(((rows.get("baseline") or {}).get("heldout") or {}).get("tasks") or {})
+    seconds = freeze.get("heldout_seconds_per_run") or 60 * (freeze.get("heldout_time_scale") or 1.0)
+    title = (f"Held-out tasks ({n_tasks}, {seconds:g} s per SR run): {_title('baseline', freeze)} -> trained -> "
+             "shipped default")
+    gate = freeze.get("gate") or {}
+    notes = [f"Frozen: {_title(freeze.get('selected_stage', ''), freeze)}, because {gate.get('reason', '?')}.",
+             f"Harness: {freeze.get('harness_path', 'harness.json')}",
+             f"Report: {Path(freeze.get('harness_path', 'harness.json')).with_name('report.md')}"]
+    return title, table, notes
 
 
 def write_report(run_dir: str | Path) -> Path:

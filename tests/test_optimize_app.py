@@ -167,9 +167,16 @@ def _sr_seconds(folder: Path) -> set[float]:
 
 def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     run_dir = tmp_path / "run"
-    run_app("stage=all", *TINY, "optimize.train_time_scale=0.5", "optimize.freeze.heldout=true",
-            "optimize.freeze.train=true",  # the stage curve on train (quick leaves it off)
-            f"hydra.run.dir={run_dir}")
+    proc = run_app("stage=all", *TINY, "optimize.train_time_scale=0.5", "optimize.freeze.heldout=true",
+                   "optimize.freeze.train=true",  # the stage curve on train (quick leaves it off)
+                   f"hydra.run.dir={run_dir}")
+    # not a terminal: one plain progress line per event, then the closing summary (a Markdown table and notes)
+    out = proc.stdout
+    assert re.search(r"\[\s*\d+:\d\d\] stage 1: prompt initialisation: \d+ done - planner seed: ", out), out[-2000:]
+    assert "stage 2: joint search" in out and "freeze: gate and held-out tasks" in out
+    summary = out[out.index("Held-out tasks (1, 0.25 s per SR run): "):]
+    assert "| harness | acc_0.01 ID | acc_0.01 OOD | every point ID | every point OOD | SA |" in summary
+    assert "Frozen: " in summary and "report.md" in summary and "Elapsed: " in summary
     for name in ("harness.json", "report.md", "optuna.db", "evals.db", "trace.jsonl", "score_per_stage.png",
                  "optimization_history.png", "stage1_init.json", "stage2_search.json", "stage3_refine.json"):
         assert (run_dir / name).exists(), name
