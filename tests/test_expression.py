@@ -301,3 +301,15 @@ def test_fuzz_grammar_round_trip(text: str) -> None:
     p = np.linspace(0.7, 1.3, a.n_params)
     ya, yb = a(X, p), b(X, p)
     np.testing.assert_allclose(ya, yb, rtol=1e-9, atol=1e-12)
+
+
+def test_a_hypothesis_written_as_an_equation_keeps_its_right_hand_side() -> None:
+    """Models write "v = -c0*x" or "a(x, v) = ..." for the target: the right-hand side is the hypothesis; a
+    comparison is not an assignment."""
+    from harness.engine.expression import right_hand_side
+
+    assert right_hand_side("v = -c0 * x + c1") == "-c0 * x + c1"
+    assert right_hand_side("  a(x, v) = -x - v") == "-x - v"
+    assert right_hand_side("dv_dt=x**2") == "x**2"
+    assert right_hand_side("-c0*x") == "-c0*x" and right_hand_side("x == 1") == "x == 1"
+    assert right_hand_side("x <= 1") == "x <= 1"

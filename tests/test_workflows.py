@@ -400,8 +400,8 @@ def test_hypotheses_are_screened_before_the_engine(task) -> None:
 
     def planner(messages, **request):
         role = detect_role(messages, request.get("response_format"))
-        if role == "planner":
-            return json.dumps({"hypotheses": [good, bad, "c0*warp(A)"], "operators": ["exp"]})
+        if role == "planner":  # the good one written as an equation for the target: its right-hand side is kept
+            return json.dumps({"hypotheses": [f"dA_dt = {good}", bad, "c0*warp(A)"], "operators": ["exp"]})
         if role == "repairer":
             assert "dropped" in messages[1]["content"]  # the next role reads the notes
         return scripted_role_output(messages, **request)

@@ -23,7 +23,7 @@ import numpy as np
 from harness.engine.candidates import NMSE_FLOOR, Candidate, pareto_front, select_best
 from harness.engine.combine import GUIDED_SOURCES, CombineSettings, combine_terms
 from harness.engine.context import AgentContext, BudgetExhausted, evaluate_candidate
-from harness.engine.expression import ExpressionError, parse_expression
+from harness.engine.expression import ExpressionError, parse_expression, right_hand_side
 from harness.engine.task import Split
 from harness.runtime.nodes import NodeKind, NodeType
 from harness.sr.plan import SearchPlan
@@ -83,7 +83,7 @@ class SRSteps:
         kept: list[Candidate] = []
         notes: list[str] = []
         limit = self.settings.hypothesis_max_nmse
-        for text in dict.fromkeys(texts):
+        for text in dict.fromkeys(right_hand_side(t) for t in texts):  # "v = -c0*x" is the hypothesis -c0*x
             try:
                 cand = evaluate_candidate(text, self.ctx, source=source, constants_as_params=True)
             except ExpressionError as exc:

@@ -29,6 +29,7 @@ Conventions
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -121,6 +122,18 @@ class _Printer(StrPrinter):
             value = float(self._values[expr.name])
             return repr(value) if value >= 0 else f"({value!r})"  # keeps -0.5**2 from misparsing
         return self._names.get(expr.name, expr.name)
+
+
+_ASSIGNMENT = re.compile(r"^\s*[A-Za-z_][\w.]*(\([^()]*\))?\s*=(?!=)")
+
+
+def right_hand_side(text: str) -> str:
+    """``"a = -c0*x"`` -> ``"-c0*x"``: models often write a hypothesis as an equation for the target (under any
+    name, with or without arguments, ``f(x) = ...``); a comparison (``==``, ``<=``) is left alone."""
+    if not isinstance(text, str):
+        return text
+    match = _ASSIGNMENT.match(text)
+    return text[match.end():].strip() if match else text
 
 
 def parse_expression(text: str, variables: Sequence[str], *, constants_as_params: bool = False,

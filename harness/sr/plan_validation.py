@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any
 
-from harness.engine.expression import ExpressionError, parse_expression
+from harness.engine.expression import ExpressionError, parse_expression, right_hand_side
 from harness.engine.task import RESERVED_NAMES
 from harness.engine.vocabulary import (
     BASE_OPERATORS,
@@ -211,9 +211,7 @@ def _seeds(value: Any, variables: list[str], limits: PlanLimits, changes: _Chang
         if not isinstance(item, str):
             changes.note(f"dropped seed {_short(item)} (not a string)")
             continue
-        text = item.strip()
-        if "=" in text and "==" not in text:  # "y = x*v" -> "x*v"
-            text = text.split("=", 1)[1].strip()
+        text = right_hand_side(item.strip())  # "y = x*v" -> "x*v"
         try:
             expr = parse_expression(text, variables, max_nodes=limits.max_seed_nodes)
         except ExpressionError as exc:
