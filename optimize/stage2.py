@@ -373,7 +373,13 @@ def run_stage2(ctx: OptimizeContext, pool: dict[str, list[str]]) -> dict[str, An
     study, workflows = run_search(ctx, pool)
     batch = minibatch(ctx.tasks.train, s.minibatch, ctx.seed, STAGE)
     start = ctx.base.with_prompts(**{role: texts[0] for role, texts in pool.items()})  # stage 1's harness
-    top = [trial_spec(ctx, pool, t) for t in ranked(completed(study))[: max(1, s.confirm_top)]]
+    top: list[tuple[Harness, dict[str, Any]]] = []
+    for trial in ranked(completed(study)):  # distinct harnesses only (a sampler may repeat a parameter set)
+        if len(top) >= max(1, s.confirm_top):
+            break
+        spec, chosen = trial_spec(ctx, pool, trial)
+        if spec.identity_digest not in {t.identity_digest for t, _ in top}:
+            top.append((spec, chosen))
     confirmation: list[dict[str, Any]] = []
     confirm_on = confirmation_tasks(ctx, batch)
     try:

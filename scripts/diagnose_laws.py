@@ -48,11 +48,15 @@ def skeleton(expr: sympy.Expr) -> sympy.Expr:
                         lambda e: PLACEHOLDER)
 
 
+TINY = 1e-4  # numbers below this are the engine's leftovers (cos(1.4*t + 7e-6*v)): dropped before comparing
+
+
 def terms(text: str, variables: list[str]) -> list[sympy.Expr]:
     try:
         expr = parse_expression(text, variables).sympy
     except (ExpressionError, ValueError, TypeError):
         return []
+    expr = expr.xreplace({f: sympy.Integer(0) for f in expr.atoms(sympy.Float) if abs(float(f)) < TINY})
     expr = sympy.expand(expr, deep=False, mul=True, multinomial=False, power_exp=False, power_base=False,
                         log=False)
     return [skeleton(t) for t in sympy.Add.make_args(expr) if not t.is_Number]
@@ -89,7 +93,7 @@ def diagnose(task: Any, record: dict[str, Any], operators: list[str]) -> dict[st
     law_terms = terms(truth, variables)
     needed = operators_needed(parse_expression(truth, variables).sympy)
     all_nodes = nodes(record.get("run_dir"))
-    pool = [c for n in all_nodes for c in (n.get("candidates") or [])]
+    pool = [c for n in all_nodes for c in (n.get("candidates") or [])] or list(record.get("pool") or [])
     pool.sort(key=lambda c: (c.get("metrics") or {}).get("valid", {}).get("nmse", float("inf")))
     found_by: dict[str, set[str]] = {str(t): set() for t in law_terms}
     for cand in pool:
@@ -149,8 +153,12 @@ def main(argv: list[str] | None = None) -> int:
             cache = EvalCache(path)
             records += [{**r, "arm": r.get("label", "")} for r in cache.records()]
             cache.close()
-        else:
-            records += [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        else:  # bench_harness: the harness arm's run folder is <out>/runs/<task>
+            for line in Path(path).read_text().splitlines():
+                if line.strip():
+                    record = json.loads(line)
+                    record.setdefault("run_dir", str(Path(path).parent / "runs" / record["task"]))
+                    records.append(record)
     records = [r for r in records if args.arm in ("*", r.get("arm", "harness"))]
     names = sorted({r["task"] for r in records})
     tasks = {t.name: t for t in load(names, args.split, args.n_per_domain, args.llm_sr)}

@@ -11,10 +11,10 @@ unguided run of a task and seed is made once and shared by every harness with th
 random numbers), and the model's answers are cached in ``<out>/llm_cache.db`` (the same prompt at another scale
 costs nothing).
 
-Prints, per scale, each harness's mean of both Acc_0.01 readings (95 % of points within 1 %, and every point) and
-of the share of points within 1 %, then the rank agreement of each shorter scale with the longest one: Kendall's
+Prints, per scale, each harness's mean of both Acc_0.01 readings (95 % of points within 1 %, and every point), of
+the share of points within 1 % and of -log10 NMSE, then the rank agreement of each shorter scale with the longest one: Kendall's
 tau of the harness means, and the share of harness pairs whose order (by mean) is the same, with the pairs at 60 s
-that differ by less than half a task's weight (the share of points: by less than 0.01) counted as ties. Writes
+that differ by less than half a task's weight (the share of points: 0.01; -log10 NMSE: 0.1) counted as ties. Writes
 ``<out>/rank_scales.md``.
 """
 
@@ -35,14 +35,14 @@ from harness.engine.vocabulary import DEFAULT_OPERATORS
 from harness.llm.cache import CachedLLM
 from optimize.context import make_client
 from optimize.evaluation import Evaluator
-from optimize.records import EvalRecord
+from optimize.records import EvalRecord, metric_value
 from workflows.harness import Harness, initial_harness, shipped_harness
 
 LLM = {"provider": "local", "model": "qwen2.5-coder-1.5b-instruct", "max_tokens": 384, "timeout_s": 120.0,
        "max_retries": 1, "temperature": 0.7}
 # readings: (label, metric key) - each the mean of the ID and OOD test splits of a task
 READINGS = (("acc_0.01 (95 % of points)", "acc_0.01"), ("acc_0.01 (every point)", "acc_all_0.01"),
-            ("share within 1 %", "frac_within_0.01"))
+            ("share within 1 %", "frac_within_0.01"), ("-log10 NMSE", "log_nmse"))
 
 
 def harnesses() -> dict[str, Harness]:
@@ -66,9 +66,7 @@ def training_tasks(sample: int) -> list[Any]:
 
 
 def task_value(record: Any, metric: str) -> float:
-    values = [record.metrics.get(split, {}).get(metric) for split in ("test_id", "test_ood")]
-    values = [float(v) if v is not None and math.isfinite(float(v)) else 0.0 for v in values]
-    return mean(values)
+    return mean(metric_value(record.metrics.get(split, {}), metric) for split in ("test_id", "test_ood"))
 
 
 def kendall_tau(a: list[float], b: list[float]) -> float:
@@ -165,7 +163,7 @@ def tables(results: dict[float, dict[str, list[Any]]], scales: list[float], task
     for label, metric in READINGS:
         for s in scales[:-1]:
             a, b = [means[metric][s][n] for n in names], [means[metric][long][n] for n in names]
-            tie = 0.5 / n_pairs if metric.startswith("acc") else 0.01  # half a task flip; 1 % of the points
+            tie = {"frac_within_0.01": 0.01, "log_nmse": 0.1}.get(metric, 0.5 / n_pairs)  # or half a task flip
             same, opposite, tied = agreement(means[metric][s], means[metric][long], tie=tie)
             lines.append(f"| {label} | {s:g} | {kendall_tau(a, b):.2f} | {same} / {opposite} / {tied} |")
     lines += ["", "Raw means: " + json.dumps({m: {f"{s:g}": v for s, v in d.items()} for m, d in means.items()})]

@@ -431,6 +431,11 @@ def test_score_split_may_average_id_and_ood(tmp_path):
     assert split_score({"test_id": {"acc_0.01": 1.0}}, "test_id+test_ood", "acc_0.01") == (1.0, "test_id")
     with pytest.raises(ValueError, match="unknown score split"):
         OptimizeSettings.model_validate({"score_split": "test_id+ood"})
+    # log_nmse: -log10 NMSE per split (clipped), a blown-up split is the worst, a missing equation predicts the mean
+    logs = {"test_id": {"nmse": 1e-8}, "test_ood": {"nmse": float("inf")}}
+    assert split_score(logs, "test_id", "log_nmse") == (pytest.approx(8.0), "test_id")
+    assert split_score(logs, "test_id+test_ood", "log_nmse")[0] == pytest.approx((8.0 - 3.0) / 2)
+    assert split_score({"test_id": {"nmse": 0.0}}, "test_id", "log_nmse")[0] == pytest.approx(16.0)
     # rows stored under an ID-only objective are rescored, not rerun, under ID+OOD (what they lack is left out)
     ctx, runner = context(tmp_path, planner_rule)
     ctx.evaluator.evaluate(ctx.base, ctx.tasks.train[:1], stage="init")
