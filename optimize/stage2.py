@@ -132,7 +132,8 @@ def suggest_role_agents(trial: Trial, b: Bounds, w: WorkflowParams) -> dict[str,
 
 # SRSettings fields stage 2 searches where Bounds lists values: the SR channels, and the shipped default's
 # hand-made choices (workflows.harness.INITIAL_SR_CHOICES; ``operators`` by the name of an OPERATOR_SETS entry)
-SR_CHANNELS = ("evolve_rounds", "residual_seconds", "continue_unguided", "unguided_run", "combine_terms", "operators")
+SR_CHANNELS = ("evolve_rounds", "residual_seconds", "continue_unguided", "unguided_run", "combine_terms", "operators",
+               "sparse_regression")
 
 
 def suggest_sr_channels(trial: Trial, b: Bounds) -> dict[str, Any]:

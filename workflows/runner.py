@@ -320,6 +320,8 @@ class _WorkflowRun(RoleSteps, SRSteps, EvolutionSteps):
                 evolution.join()
             if unguided is not None:
                 unguided.join()
+            if self.settings.sparse_regression and not self.ctx.cancelled():
+                self.sparse()
             if self.settings.combine_terms and not self.ctx.cancelled():
                 self.combine()
         except Exception as exc:  # keep what was found; the caller sees the error
