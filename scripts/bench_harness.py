@@ -1,7 +1,7 @@
 """Does LLM guidance help? The default harness against its own SR engine run alone, side by side, in one run.
 
     python scripts/bench_harness.py [--out runs/bench_harness] [--suite lsr_like] [--n-per-domain 3] [--split test]
-        [--option key=value ...] [--llm-sr ../shared/data/llm-sr | --llm-sr ''] [--harness default] [--ablation]
+        [--option key=value ...] [--llm-sr DATA/llm-sr | --llm-sr ''] [--harness default] [--ablation]
         [--tasks NAME ...] [--llm KEY=VALUE ...] [--sr KEY=VALUE ...] [--prompt ROLE=FILE ...]
         [--task anonymize=true] [--reuse engine=runs/<earlier>/results.jsonl]   # the engine arm does not change
 

@@ -280,7 +280,8 @@ def test_stages_run_as_separate_processes_on_one_folder(tmp_path):
     assert all(any(len(p) > chosen[r] for p in pooled) for r in chosen)
     assert s3["members"][0]["digest"] == s2["harness"]["digest"]  # stage 3 started from stage 2's harness
     harness = FrozenHarness.load(run_dir / "harness.json")
-    assert set(harness.provenance["scores"]) == {"baseline", "refine"}
+    # the stages asked for, and the shipped default as the reference row of the held-out curve
+    assert set(harness.provenance["scores"]) == {"baseline", "refine", "default"}
     # rerunning a finished stage without optimize.force is a no-op
     paid = len(paid_runs(run_dir))
     run_app("stage=search", *TINY, f"hydra.run.dir={run_dir}")
