@@ -100,8 +100,11 @@ class Stage2Settings(_Model):
     adapt_reserve: int = Field(0, ge=0)
     # The chosen trial must then beat the stage's starting harness by the paired rule on these training tasks
     # (common pairs; the minibatch the study chose on excluded first, winner's curse), else the start is kept;
-    # tried in order of score for the best ``confirm_top`` trials. None = every training task.
+    # tried in order of score for the best ``confirm_top`` trials. None = every training task. Each task runs at
+    # ``confirm_seeds`` engine seeds (the run's seeds, then the next integers): on 4 pairs the paired rule can
+    # accept only a clean sweep; on 4 tasks x 2 seeds, 3 clear wins and no loss among the 8 pairs (docs/optimizer.md).
     confirm_tasks: int | None = Field(None, ge=1)
+    confirm_seeds: int = Field(1, ge=1)
     confirm_top: int = Field(2, ge=0)
     # Workers sharing the study (optimize.shared_study): each running trial records a heartbeat every
     # heartbeat_interval seconds; one silent for grace_period (None: twice the interval) is failed and retried

@@ -228,6 +228,13 @@ def confirmation_tasks(ctx: OptimizeContext, batch: list[Any]) -> list[Any]:
     return minibatch(tasks, s.confirm_tasks, ctx.seed, STAGE, "confirm")
 
 
+def confirmation_seeds(ctx: OptimizeContext) -> list[int]:
+    """The run's seeds, then the next integers, ``stage2.confirm_seeds`` per task in all: more pairs per task."""
+    n = ctx.settings.stage2.confirm_seeds
+    seeds = list(ctx.seeds)[:n]
+    return seeds + [max(ctx.seeds) + i for i in range(1, n - len(seeds) + 1)]
+
+
 def confirm(ctx: OptimizeContext, start: Harness, candidates: list[tuple[Harness, dict[str, Any]]],
             tasks: list[Any]) -> tuple[Harness, dict[str, Any], list[dict[str, Any]]]:
     """The first candidate (best trial first) that beats ``start`` by the paired rule on ``tasks`` (or is the start
@@ -243,13 +250,14 @@ def confirm(ctx: OptimizeContext, start: Harness, candidates: list[tuple[Harness
             rows.append({"trial": chosen.get("trial"), "accepted": True, "note": "the start itself"})
             return spec, chosen, rows
         pair = ctx.evaluator.evaluate_side_by_side({"confirm start": start, f"confirm trial {chosen['trial']}": spec},
-                                                   tasks, ctx.seeds, stage=STAGE)
+                                                   tasks, confirmation_seeds(ctx), stage=STAGE)
         base, summary = pair["confirm start"], pair[f"confirm trial {chosen['trial']}"]
         accepted, record = rule.decide(summary, base)
         rows.append({"trial": chosen.get("trial"), "accepted": accepted, "score": summary.score,
                      "start_score": base.score, **record.to_dict()})
-        log.info("stage 2: trial %s against the start on %d confirmation tasks: %s (%s)", chosen.get("trial"),
-                 len(tasks), record.summary(), "accepted" if accepted else "not accepted")
+        log.info("stage 2: trial %s against the start on %d confirmation tasks x %d seeds: %s (%s)",
+                 chosen.get("trial"), len(tasks), len(confirmation_seeds(ctx)), record.summary(),
+                 "accepted" if accepted else "not accepted")
         if accepted:
             return spec, chosen, rows
     return start, kept, rows

@@ -64,10 +64,11 @@ def test_optimize_seed_names_the_start(tmp_path) -> None:
         OptimizeSettings.model_validate({"seed": "textbook"})
 
 
-def test_stage2_searches_the_hand_made_choices(tmp_path) -> None:
+@pytest.mark.parametrize("confirm_seeds", [1, 2])
+def test_stage2_searches_the_hand_made_choices(tmp_path, confirm_seeds) -> None:
     """From the initial harness, scores reward the shipped default's three SR choices together: stage 2 searches
-    them (each a parameter), its choice is confirmed against the start by the paired rule, and the stage's
-    harness carries them."""
+    them (each a parameter), its choice is confirmed against the start by the paired rule (on each confirmation
+    task at ``confirm_seeds`` engine seeds), and the stage's harness carries them."""
     from optimize.stage2 import run_stage2
     from tests.test_optimize_units import SEED_PROMPTS, context
 
@@ -75,6 +76,7 @@ def test_stage2_searches_the_hand_made_choices(tmp_path) -> None:
         return 0.2 + 0.8 * (sr.unguided_run and sr.combine_terms and "pow" in sr.operators)
 
     overrides = {"stage2": {"n_trials": 16, "n_startup_trials": 8, "minibatch": 2, "adapt_steps": 0,
+                            "confirm_seeds": confirm_seeds,
                             "bounds": {"branches": [1, 1], "repair_rounds": [0, 0], "discussion_rounds": [0, 0],
                                        "use_analyst": [False], "role_tools": [False], "role_samples": [1, 1],
                                        "unguided_run": [False, True], "combine_terms": [False, True],
@@ -88,7 +90,8 @@ def test_stage2_searches_the_hand_made_choices(tmp_path) -> None:
     assert hand_made_choices(chosen) == {"unguided_run": True, "combine_terms": True,
                                          "operators": list(OPERATOR_SETS["basic+pow"])}
     confirmation = result["confirmation"][-1]
-    assert confirmation["accepted"] and confirmation["wins"] == 4 and len(result["confirmation_tasks"]) == 4
+    assert len(result["confirmation_tasks"]) == 4
+    assert confirmation["accepted"] and confirmation["wins"] == 4 * confirm_seeds  # a pair per task and seed
 
 
 # -- paired decisions -------------------------------------------------------------------------------------------
