@@ -474,7 +474,8 @@ def write_report(run_dir: str | Path) -> Path:
                 f"{_f(s2.get('minibatch_score'))}.", ""]
         for c in s2.get("confirmation", []):
             out.append(f"- confirmation of trial {c.get('trial')} against the start on {len(s2.get('confirmation_tasks', []))} "
-                       f"training tasks: " + (f"{c.get('wins')} wins / {c.get('ties')} ties / {c.get('losses')} losses, "
+                       f"training tasks: " + (f"{c.get('wins')} wins / {c.get('ties')} ties / {c.get('losses')} losses "
+                                              f"over {c.get('n')} pairs, mean difference {_f(c.get('mean_diff'))}, "
                                               f"p = {_f(c.get('p_value'))}: " if "wins" in c else "")
                        + ("accepted" if c.get("accepted") else (c.get("note") or "not accepted")))
         if s2.get("confirmation") is not None:

@@ -294,8 +294,10 @@ def test_stage_all_quick_preset_with_the_embedded_model(tmp_path):
     """The README's main command, quick preset, Operon, lsr_like tasks, with the small embedded model (llm=tiny)
     so the suite stays short; the default model's run of the same command is timed in the README."""
     run_dir = tmp_path / "quick"
-    # the gate at 3 s SR runs instead of the preset's 15 s: the suite's time, not the point of this test
-    run_app("stage=all", "llm=tiny", "optimize.freeze.time_scale=0.05", f"hydra.run.dir={run_dir}", timeout=1500)
+    # the gate and the held-out table at 3 s SR runs instead of the preset's 15 s, and 3 stage-2 trials instead of
+    # 6: the suite's time, not the point of this test
+    run_app("stage=all", "llm=tiny", "optimize.freeze.time_scale=0.05", "optimize.freeze.heldout_time_scale=0.05",
+            "optimize.stage2.n_trials=3", f"hydra.run.dir={run_dir}", timeout=1500)
     harness = FrozenHarness.load(run_dir / "harness.json")
     prov = harness.provenance
     assert set(prov["solver_runs_cumulative"]) == {"init", "search", "refine"}
