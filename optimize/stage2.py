@@ -240,6 +240,7 @@ def confirm(ctx: OptimizeContext, start: Harness, candidates: list[tuple[Harness
     """The first candidate (best trial first) that beats ``start`` by the paired rule on ``tasks`` (or is the start
     itself); else ``start``. Each comparison's wins / ties / losses are returned for the report."""
     rule = ctx.settings.accept
+    seeds = confirmation_seeds(ctx)
     rows: list[dict[str, Any]] = []
     kept = {"trial": None, "start": True, "workflow": list(start.workflow.as_tuple()),
             "prompt_index": {role: 0 for role in start.prompts}, "role_agents": {}}
@@ -250,13 +251,13 @@ def confirm(ctx: OptimizeContext, start: Harness, candidates: list[tuple[Harness
             rows.append({"trial": chosen.get("trial"), "accepted": True, "note": "the start itself"})
             return spec, chosen, rows
         pair = ctx.evaluator.evaluate_side_by_side({"confirm start": start, f"confirm trial {chosen['trial']}": spec},
-                                                   tasks, confirmation_seeds(ctx), stage=STAGE)
+                                                   tasks, seeds, stage=STAGE)
         base, summary = pair["confirm start"], pair[f"confirm trial {chosen['trial']}"]
         accepted, record = rule.decide(summary, base)
         rows.append({"trial": chosen.get("trial"), "accepted": accepted, "score": summary.score,
                      "start_score": base.score, **record.to_dict()})
         log.info("stage 2: trial %s against the start on %d confirmation tasks x %d seeds: %s (%s)",
-                 chosen.get("trial"), len(tasks), len(confirmation_seeds(ctx)), record.summary(),
+                 chosen.get("trial"), len(tasks), len(seeds), record.summary(),
                  "accepted" if accepted else "not accepted")
         if accepted:
             return spec, chosen, rows
