@@ -68,10 +68,9 @@ class Bounds(_Model):
     continue_unguided: list[bool] | None = None
     # The hand-made SR choices of the shipped default (workflows.harness.INITIAL_SR_CHOICES), searched by default so
     # the optimizer can find them from HarnessSR's initial harness: the unguided run beside the roles, the term
-    # combination after the last run, and the engine's operator set (names of harness.engine.vocabulary.OPERATOR_SETS).
-    # The sparse regression after the last run (SRSettings.sparse_regression): values to search over; None keeps
-    # the seed harness's setting (no parameter).
-    sparse_regression: list[bool] | None = None
+    # combination and the sparse regression after the last run, and the engine's operator set (names of
+    # harness.engine.vocabulary.OPERATOR_SETS).
+    sparse_regression: list[bool] | None = Field(default_factory=lambda: [False, True])
     unguided_run: list[bool] | None = Field(default_factory=lambda: [False, True])
     combine_terms: list[bool] | None = Field(default_factory=lambda: [False, True])
     operators: list[str] | None = Field(default_factory=lambda: ["basic", "basic+pow"])

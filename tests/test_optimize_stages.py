@@ -23,7 +23,7 @@ from workflows.params import WorkflowParams
 
 SR = {"name": "operon", "time_budget": 1.0, "population_size": 50, "generations": 20, "max_length": 20,
       "operators": toy.TOY_SR_FLOOR,
-      "combine_terms": False, "unguided_run": False}
+      "combine_terms": False, "unguided_run": False, "sparse_regression": False}
 TASKS = TaskSets(toy.toy_tasks(5), toy.toy_tasks(2, offset=100))
 
 
@@ -70,7 +70,7 @@ def test_stage2_adaptation_keeps_a_better_rewrite(tmp_path):
                                              "bounds": {"branches": [1, 1], "repair_rounds": [0, 0],
                                                         "discussion_rounds": [0, 0], "use_analyst": [False],
                                                         "use_synthesizer": [False], "role_samples": [1, 1],
-                                                        "role_tools": [False]}}})
+                                                        "role_tools": [False], "sparse_regression": None}}})
     result = run_stage2(ctx, {role: [text] for role, text in ctx.base.prompts.items()})
     assert result["chosen"]["acc"] == 0.0 and result["confirmation"][0]["note"] == "the start itself"
     assert result["adaptation"][0]["kept"] and result["minibatch_score"] == 1.0

@@ -13,6 +13,7 @@ from harness.engine.task import Task
 from harness.engine.vocabulary import BASIC_OPERATORS, DEFAULT_OPERATORS, OPERATOR_SETS
 from optimize.evaluation import Evaluator
 from optimize.paired import PairedRecord, PairedRule, sign_flip_p
+from optimize.settings import Bounds
 from tests.doubles import ScriptedLLM, detect_role, scripted_role_output
 from workflows.harness import INITIAL_SR_CHOICES, hand_made_choices, initial_harness, shipped_harness
 from workflows.params import SRSettings
@@ -25,9 +26,11 @@ TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length":
 def test_the_initial_seed_has_none_of_the_hand_made_choices() -> None:
     init, shipped = initial_harness(), shipped_harness()
     assert hand_made_choices(init) == {}
-    assert set(hand_made_choices(shipped)) == set(INITIAL_SR_CHOICES) == {"unguided_run", "combine_terms", "operators"}
+    assert set(hand_made_choices(shipped)) == set(INITIAL_SR_CHOICES) == {"unguided_run", "combine_terms", "operators",
+                                                                         "sparse_regression"}
     settings = init.settings
-    assert not settings.unguided_run and not settings.combine_terms
+    assert not settings.unguided_run and not settings.combine_terms and not settings.sparse_regression
+    assert shipped.settings.sparse_regression
     assert "pow" not in settings.operators and set(settings.operators) == set(BASIC_OPERATORS)
     assert set(shipped.settings.operators) == set(DEFAULT_OPERATORS) == set(OPERATOR_SETS["basic+pow"])
     assert init.workflow.as_tuple() == shipped.workflow.as_tuple() == (0, 1, 0, 0, 0)
@@ -47,7 +50,7 @@ def test_the_initial_seed_has_none_of_the_hand_made_choices() -> None:
 
 def test_optimize_seed_names_the_start(tmp_path) -> None:
     from optimize.context import build_context
-    from optimize.settings import OptimizeSettings
+    from optimize.settings import Bounds, OptimizeSettings
     from optimize.tasks import TaskSets
 
     def ctx(seed: str):
@@ -80,8 +83,9 @@ def test_stage2_searches_the_hand_made_choices(tmp_path, confirm_seeds) -> None:
                             "bounds": {"branches": [1, 1], "repair_rounds": [0, 0], "discussion_rounds": [0, 0],
                                        "use_analyst": [False], "role_tools": [False], "role_samples": [1, 1],
                                        "unguided_run": [False, True], "combine_terms": [False, True],
-                                       "operators": ["basic", "basic+pow"]}},
+                                       "operators": ["basic", "basic+pow"], "sparse_regression": None}},
                  "seed": "initial", "accept": {"min_net_wins": 2, "alpha": 0.125}}
+    assert Bounds().sparse_regression == [False, True]  # searched by default; kept at the start's here
     ctx, _ = context(tmp_path, rule, overrides, n_train=6)
     assert hand_made_choices(ctx.base) == {}
     result = run_stage2(ctx, {r: [t] for r, t in SEED_PROMPTS.items()})

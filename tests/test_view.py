@@ -16,7 +16,7 @@ from harness.app.cli import main as cli
 from harness.app.view import render, write_view
 from tests.doubles import SCRIPTED
 
-TINY = {"time_budget": 1, "population_size": 30, "generations": 5, "max_length": 15}
+TINY = {"time_budget": 1, "population_size": 30, "generations": 5, "max_length": 15, "sparse_regression": False}
 
 
 @pytest.fixture(scope="module")

@@ -36,9 +36,10 @@ SHIPPED_LLM: dict[str, Any] = {"provider": "local", "model": "qwen2.5-coder-1.5b
 # searches every one of them (optimize.settings.Bounds), so it can find the shipped default's choices or others.
 #   unguided_run: the engine's own run beside the roles (initial: one SR run, seeded by the Planner);
 #   combine_terms: least-squares combinations of the pool's terms after the last run (initial: none);
-#   operators: the engine's operator set (initial: the basic set, no ``pow``).
+#   operators: the engine's operator set (initial: the basic set, no ``pow``);
+#   sparse_regression: sparse regressions on generic libraries after the last run (initial: none).
 INITIAL_SR_CHOICES: dict[str, Any] = {"unguided_run": False, "combine_terms": False,
-                                      "operators": list(BASIC_OPERATORS)}
+                                      "operators": list(BASIC_OPERATORS), "sparse_regression": False}
 
 
 class Harness(BaseModel):

@@ -151,11 +151,14 @@ class SRSettings(EngineSettings):
     run from scratch must find the known part first. The solve's SR seconds stay the same (at most half the
     branch's first run; 0 = off; no kept hypothesis = no residual run).
 
-    ``sparse_regression``: after the last SR run, a sparse regression (SINDy's sequentially thresholded least
-    squares) of the target on a generic library - the inputs' monomials up to degree 3, ``sin``/``cos`` of each input
-    and their products with the inputs, and the dominant frequencies of what the pool's best leaves, from a
-    periodogram (``harness.engine.basis``) - each sparse fit refitted with every constant free; the best joins the
-    pool only when it beats the pool's best validation NMSE by the combination's factor (a few seconds).
+    ``sparse_regression``: after the last SR run, sparse regressions of the target on generic libraries
+    (``harness.engine.basis``): the inputs' monomials up to degree 3, ``sin``/``cos`` of each input at unit
+    frequency and at the dominant frequencies of the target and of what the pool's best leaves (a periodogram),
+    their products with the inputs, and in a second, wider library the classical forms of a signed state (``abs``,
+    ``tanh``, couplings localized near rest); SINDy's thresholding and a forward stepwise path pick the terms,
+    each sparse fit is refitted with every constant free, and the best joins the pool only when it beats the pool's
+    best validation NMSE by the combination's factor (a third of one SR run's seconds, 2 to 20 s; only for a task
+    with an input taking both signs, a state around its equilibrium; why on: docs/oscillators.md).
     ``stop_at_exact``: once the pool holds an exact fit (validation NMSE at the data's precision,
     ``harness.engine.candidates.NMSE_FLOOR``), the run makes no further role call or SR run (status
     ``target_reached``); the optimizer's training runs use it to stop paying for tasks already solved.
@@ -180,7 +183,7 @@ class SRSettings(EngineSettings):
     residual_seconds: float = Field(0.0, ge=0)
     residual_candidates: int = Field(8, ge=1, le=32)
     stop_at_exact: bool = False
-    sparse_regression: bool = False
+    sparse_regression: bool = True
     term_library: dict[str, list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_TERM_CHARS)]]] = \
         Field(default_factory=dict)
 

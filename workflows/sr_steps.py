@@ -20,7 +20,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from harness.engine.basis import sparse_candidates
+from harness.engine.basis import signed_inputs, sparse_candidates
 from harness.engine.candidates import NMSE_FLOOR, Candidate, pareto_front, select_best
 from harness.engine.combine import GUIDED_SOURCES, CombineSettings, combine_terms
 from harness.engine.context import AgentContext, BudgetExhausted, evaluate_candidate
@@ -35,7 +35,8 @@ from workflows.params import engine_seed
 from workflows.roles import PlanOutput
 
 ENGINE_INFO_KEYS = ("generations", "gp_seconds", "n_seeds", "n_injected", "continued", "front_size")
-SPARSE_SECONDS = 15.0  # the sparse regression's share of a solve (measured 2-7 s on 3,600 rows, 2 cores)
+SPARSE_SECONDS = 20.0  # the sparse regression's share of a solve: a third of one SR run's seconds, 2 to 20 s (3
+# libraries, refits most promising first: 5-15 s on ~3,000 rows after 60 s runs, 2 cores)
 
 
 class SharedRuns(Protocol):
@@ -309,11 +310,16 @@ class SRSteps:
         return f"{self.run_id}/{branch}"
 
     def sparse(self) -> None:
-        """Sparse regression over a generic library (``SRSettings.sparse_regression``, ``harness.engine.basis``):
+        """Sparse regression over generic libraries (``SRSettings.sparse_regression``, ``harness.engine.basis``):
         the best sparse fit joins the pool when its validation NMSE beats the pool's best by the combination's
-        factor (``CombineSettings.min_gain``), so it never displaces a near-equal fit; bounded by the time left."""
+        factor (``CombineSettings.min_gain``), so it never displaces a near-equal fit; bounded by the time left.
+        Only for a task with a signed input (a state around its equilibrium): on the training pools of tasks
+        without one (time, concentrations, populations, temperatures) it joined and lost two picks out of domain,
+        its monomials of time extrapolating poorly, and won none (docs/oscillators.md)."""
         left = self.tracker.seconds_left()
         if left is not None and left <= 1.0:
+            return
+        if not signed_inputs(self.ctx.train.X):  # no state around an equilibrium: what the libraries are for
             return
         pool = [c for c in self.state.candidates if math.isfinite(c.metric("valid"))]
         best = select_best(pool)
@@ -330,8 +336,10 @@ class SRSteps:
                     residual = self.ctx.train.y - pred
             except (ExpressionError, TypeError, ValueError, ZeroDivisionError):
                 pass
-        budget = SPARSE_SECONDS if left is None else min(SPARSE_SECONDS, left - 0.5)
-        found, info = sparse_candidates(self.ctx, residual, deadline=t0 + budget)
+        budget = min(SPARSE_SECONDS, max(2.0, self.settings.time_budget / 3))  # short runs, a short channel
+        if left is not None:
+            budget = min(budget, left - 0.5)
+        found, info = sparse_candidates(self.ctx, residual, deadline=t0 + budget, pool=pool)
         top = select_best(found)
         limit = (best.metric("valid") if best is not None else math.inf) / CombineSettings().min_gain
         kept = [top] if top is not None and top.metric("valid") <= limit else []
