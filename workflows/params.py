@@ -157,7 +157,7 @@ class SRSettings(EngineSettings):
     their products with the inputs, and in a second, wider library the classical forms of a signed state (``abs``,
     ``tanh``, couplings localized near rest); SINDy's thresholding and a forward stepwise path pick the terms,
     each sparse fit is refitted with every constant free, and the best joins the pool only when it beats the pool's
-    best validation NMSE by the combination's factor (a third of one SR run's seconds, 2 to 20 s; only for a task
+    best validation NMSE by the combination's factor (a third of one SR run's seconds, 1 to 20 s; only for a task
     with an input taking both signs, a state around its equilibrium; why on: docs/oscillators.md).
     ``stop_at_exact``: once the pool holds an exact fit (validation NMSE at the data's precision,
     ``harness.engine.candidates.NMSE_FLOOR``), the run makes no further role call or SR run (status

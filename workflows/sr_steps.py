@@ -35,7 +35,7 @@ from workflows.params import engine_seed
 from workflows.roles import PlanOutput
 
 ENGINE_INFO_KEYS = ("generations", "gp_seconds", "n_seeds", "n_injected", "continued", "front_size")
-SPARSE_SECONDS = 20.0  # the sparse regression's share of a solve: a third of one SR run's seconds, 2 to 20 s (3
+SPARSE_SECONDS = 20.0  # the sparse regression's share of a solve: a third of one SR run's seconds, 1 to 20 s (3
 # libraries, refits most promising first: 5-15 s on ~3,000 rows after 60 s runs, 2 cores)
 
 
@@ -336,7 +336,7 @@ class SRSteps:
                     residual = self.ctx.train.y - pred
             except (ExpressionError, TypeError, ValueError, ZeroDivisionError):
                 pass
-        budget = min(SPARSE_SECONDS, max(2.0, self.settings.time_budget / 3))  # short runs, a short channel
+        budget = min(SPARSE_SECONDS, max(1.0, self.settings.time_budget / 3))  # short runs, a short channel
         if left is not None:
             budget = min(budget, left - 0.5)
         found, info = sparse_candidates(self.ctx, residual, deadline=t0 + budget, pool=pool)
