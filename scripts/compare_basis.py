@@ -24,7 +24,7 @@ import time
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -55,14 +55,18 @@ def pool_of(run_dir: Path) -> list[Candidate]:
     return out
 
 
+def residual_of(ctx: AgentContext, best: Candidate | None) -> np.ndarray:
+    """What ``best`` leaves of the training target (the target itself without a usable best)."""
+    if best is None:
+        return ctx.train.y
+    with np.errstate(all="ignore"):
+        pred = parse_expression(best.equation, ctx.variables)(ctx.train.X) * np.ones(ctx.train.y.size)
+    return ctx.train.y - pred if np.all(np.isfinite(pred)) else ctx.train.y
+
+
 def basis_candidates(ctx: AgentContext, pool: list[Candidate], settings: BasisSettings) -> list[Candidate]:
     best = select_best(pool)
-    residual = ctx.train.y
-    if best is not None:
-        with np.errstate(all="ignore"):
-            pred = parse_expression(best.equation, ctx.variables)(ctx.train.X) * np.ones(ctx.train.y.size)
-        if np.all(np.isfinite(pred)):
-            residual = ctx.train.y - pred
+    residual = residual_of(ctx, best)
     terms = generic_basis(ctx.train.X, residual, ctx.variables, settings)
     return [Candidate(expression=t, params=[], equation=t, complexity=0, source="basis") for t in terms]
 
@@ -74,12 +78,7 @@ def sparse_pick(ctx: AgentContext, pool: list[Candidate], settings: BasisSetting
     best = select_best(pool)
     if (best is not None and best.metric("valid") <= NMSE_FLOOR) or not signed_inputs(ctx.train.X):
         return without, False  # the workflow skips the channel then
-    residual = ctx.train.y
-    if best is not None:
-        with np.errstate(all="ignore"):
-            pred = parse_expression(best.equation, ctx.variables)(ctx.train.X) * np.ones(ctx.train.y.size)
-        if np.all(np.isfinite(pred)):
-            residual = ctx.train.y - pred
+    residual = residual_of(ctx, best)
     found, _ = sparse_candidates(ctx, residual, settings, pool=pool, deadline=time.perf_counter() + SPARSE_SECONDS)
     top = select_best(found)
     limit = (best.metric("valid") if best is not None else np.inf) / CombineSettings().min_gain
@@ -130,6 +129,16 @@ def solves(paths: list[str]) -> list[tuple[str, int, Path]]:
     return out
 
 
+def stored_pools(paths: list[str], tasks: dict[str, Any]) -> Iterator[tuple[str, int, Any, list[Candidate],
+                                                                          AgentContext]]:
+    """(task name, seed, task, pool, context) of every stored solve of a known task with a non-empty pool."""
+    for name, seed, run_dir in solves(paths):
+        task = tasks.get(name)
+        pool = pool_of(run_dir)
+        if task is not None and pool:
+            yield name, seed, task, pool, AgentContext(task=task, seed=seed)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="+")
@@ -145,12 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.sparse:
         return compare_sparse(args, tasks, args.sparse)
     rows = []
-    for name, seed, run_dir in solves(args.results):
-        task = tasks.get(name)
-        pool = pool_of(run_dir)
-        if task is None or not pool:
-            continue
-        ctx = AgentContext(task=task, seed=seed)
+    for name, seed, task, pool, ctx in stored_pools(args.results, tasks):
         shipped, _ = combine_terms(pool, ctx)
         extra = basis_candidates(ctx, pool, BasisSettings())
         widened, info = combine_terms(pool, ctx, replace(CombineSettings(), max_library=args.library),
@@ -182,12 +186,7 @@ def compare_sparse(args: argparse.Namespace, tasks: dict[str, Any], arms: list[s
     labels = ["combination only"] + [f"sparse {a}" for a in arms]
     settings = [arm_settings(a) for a in arms]
     rows = []
-    for name, seed, run_dir in solves(args.results):
-        task = tasks.get(name)
-        pool = pool_of(run_dir)
-        if task is None or not pool:
-            continue
-        ctx = AgentContext(task=task, seed=seed)
+    for name, seed, task, pool, ctx in stored_pools(args.results, tasks):
         combined, _ = combine_terms(pool, ctx)
         base = select_best(pool + combined)
         picks = [(base, False)] + [sparse_pick(ctx, pool, a, base) for a in settings]
