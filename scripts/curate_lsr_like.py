@@ -2,7 +2,7 @@
 non-trivial, and not solved by the engine alone in a short run.
 
     python scripts/curate_lsr_like.py [--candidates 32] [--keep 8] [--seconds 10 60] [--workers 2]
-        [--out runs/curate_lsr_like]
+        [--out runs/curate_lsr_like] [--law DOMAIN:TERM,TERM,... ...]
 
 For every domain and half of the synthetic-term library (train / test), ``--candidates`` compositions
 (``benchmarks.sources.lsr_like.candidate_laws``: one or two known terms + one or two synthetic terms) are drawn
@@ -92,12 +92,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, nargs="+", default=[10.0, 60.0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", default="runs/curate_lsr_like")
+    parser.add_argument("--law", action="append", default=[], metavar="DOMAIN:TERM,TERM,...",
+                        help="filter these compositions instead of the seeded draws (repeatable; the half follows "
+                             "the synthetic terms), e.g. phys_osc:harmonic,heavy_damping,soft_spring")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
-    candidates = [(domain, half, i, law.terms) for domain in lsr_like.DOMAIN_SPECS for half in ("train", "test")
-                  for i, law in enumerate(lsr_like.candidate_laws(domain, half, args.candidates, seed=0))]
+    if args.law:
+        candidates = []
+        for i, spec in enumerate(args.law):
+            domain, _, keys = spec.partition(":")
+            terms = tuple(k.strip() for k in keys.split(",") if k.strip())
+            domain = lsr_like.get_domain(domain).key
+            candidates.append((domain, lsr_like.law_split(domain, terms), i, terms))
+    else:
+        candidates = [(domain, half, i, law.terms) for domain in lsr_like.DOMAIN_SPECS for half in ("train", "test")
+                      for i, law in enumerate(lsr_like.candidate_laws(domain, half, args.candidates, seed=0))]
     for seconds in sorted(args.seconds):
         records = load_records(results)
         ran = {(r["domain"], r["half"], tuple(r["terms"]), float(r.get("filter_seconds", 10.0))) for r in records}

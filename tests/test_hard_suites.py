@@ -125,6 +125,35 @@ def test_lsr_like_checks_reject_what_they_promise():
     assert lsr_like.polynomial_accuracy(task.train, task.test_id) < 1.0
 
 
+def test_phys_osc_training_laws_reach_lsr_synths_two_regimes():
+    """Heavily damped laws settle (most targets below 1e-3 of the largest, as on LSR-Synth's damped oscillators)
+    and still hold a resolved trajectory out of domain; self-excited laws keep oscillating (none settle)."""
+    train = [law for _, law in lsr_like.laws("phys_osc", "train")]
+    lib = lsr_like.TERMS["phys_osc"]
+    settling = [law for law in train if any(lib[k].settles for k in law.terms)]
+    sustained = [law for law in train if "van_der_pol" in law.terms]
+    assert len(settling) >= 2 and len(sustained) >= 2
+    for law in (settling[0], sustained[0]):
+        task = lsr_like.make_task("phys_osc", law.terms, "regime", 3, n_points=2000)
+        share = lsr_like.settled_share(task.train, task.test_id, task.test_ood)
+        assert task.metadata["settled_share"] == share
+        assert truth_error(task) < 1e-9
+        ood_level = np.median(np.abs(task.test_ood.y)) / np.max(np.abs(task.train.y))
+        if law in settling:
+            assert share >= lsr_like.MIN_SETTLED_SHARE and ood_level >= lsr_like.MIN_OOD_LEVEL_SETTLING
+            # only the exact law passes relative accuracy on the settled rows: 1 % off in the damping fails them
+            wrong = task.ground_truth.replace(repr(task.metadata["constants"][law.terms.index("heavy_damping")]["b"]),
+                                              repr(task.metadata["constants"][law.terms.index("heavy_damping")]["b"]
+                                                   * 1.01))
+            pred = parse_expression(wrong, task.input_names)(task.test_ood.X)
+            assert compute_metrics(task.test_ood.y, pred)["acc_0.01"] < 0.5
+        else:
+            assert share < 0.05 and ood_level >= lsr_like.MIN_OOD_LEVEL
+    # a heavily damped law that does not settle (a drive keeps it going) is refused, not mislabelled
+    with pytest.raises(TaskError, match="does not settle"):
+        lsr_like.make_task("phys_osc", ("driving", "heavy_damping", "cubic_damping"), "driven", 0, max_attempts=3)
+
+
 def test_lsr_like_suite_splits_and_names():
     train = load_suite("lsr_like", n_per_domain=2, split="train", domains="chemistry", n_points=400)
     test = load_suite("lsr_like", n_per_domain=2, split="test", domains="chemistry", n_points=400)
