@@ -85,6 +85,21 @@ def verdicts(records: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
     return out
 
 
+def written_laws(specs: list[str]) -> list[tuple[str, str, int, tuple[str, ...]]]:
+    """(domain, half, position, terms) of laws written as ``DOMAIN:TERM,TERM,...``; the half follows the synthetic
+    terms (a TaskError for an unknown domain or term, or terms of both halves)."""
+    out = []
+    for i, spec in enumerate(specs):
+        domain, _, keys = spec.partition(":")
+        domain = lsr_like.get_domain(domain).key
+        terms = tuple(k.strip() for k in keys.split(",") if k.strip())
+        unknown = [k for k in terms if k not in lsr_like.TERMS[domain]]
+        if unknown:
+            raise TaskError(f"{domain}: unknown term(s) {unknown}; terms: {sorted(lsr_like.TERMS[domain])}")
+        out.append((domain, lsr_like.law_split(domain, terms), i, terms))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidates", type=int, default=32)
@@ -100,12 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
     if args.law:
-        candidates = []
-        for i, spec in enumerate(args.law):
-            domain, _, keys = spec.partition(":")
-            terms = tuple(k.strip() for k in keys.split(",") if k.strip())
-            domain = lsr_like.get_domain(domain).key
-            candidates.append((domain, lsr_like.law_split(domain, terms), i, terms))
+        candidates = written_laws(args.law)
     else:
         candidates = [(domain, half, i, law.terms) for domain in lsr_like.DOMAIN_SPECS for half in ("train", "test")
                       for i, law in enumerate(lsr_like.candidate_laws(domain, half, args.candidates, seed=0))]

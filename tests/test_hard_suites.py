@@ -266,3 +266,21 @@ def test_the_new_suites_are_registered():
     assert {"lsr_like", "lsr_transform"} <= set(benchmarks.SUITES)
     assert benchmarks.coerce_options("lsr_like", {"n_points": "600", "noise": "0.01"}) == {
         "n_points": 600, "noise": 0.01}
+
+
+def test_curation_takes_laws_written_by_hand():
+    """``curate_lsr_like.py --law phys_osc:...``: hand-written compositions go through the same filters; the half
+    follows the synthetic terms, and a typo or a law mixing both halves is an error before any engine runs."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "curate_lsr_like.py"
+    spec = importlib.util.spec_from_file_location("curate_lsr_like_script", path)
+    curate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(curate)
+    laws = curate.written_laws(["physics:harmonic, heavy_damping,soft_spring", "phys_osc:damping,sqrt_spring"])
+    assert laws == [("phys_osc", "train", 0, ("harmonic", "heavy_damping", "soft_spring")),
+                    ("phys_osc", "test", 1, ("damping", "sqrt_spring"))]
+    with pytest.raises(TaskError, match="unknown term"):
+        curate.written_laws(["phys_osc:harmonic,heavy_dampng"])
+    with pytest.raises(TaskError, match="one half"):
+        curate.written_laws(["phys_osc:harmonic,soft_spring,sqrt_spring"])
