@@ -47,7 +47,8 @@ from scipy.integrate import solve_ivp
 
 from benchmarks.sources.lsr_synth import DOMAIN_LABELS
 from benchmarks.sources.lsr_like_library import (  # noqa: F401  (the catalogue is part of this source's API)
-    ALIASES, DOMAIN_SPECS, LAWS, SPLITS, TERMS, Domain, Law, Term, candidate_laws, get_domain, law_split,
+    ALIASES, DOMAIN_SPECS, LAWS, SPLITS, TERMS, Domain, Law, Term, candidate_laws, check_terms, get_domain,
+    law_split,
 )
 from harness.engine.evaluator import compute_metrics, fit
 from harness.engine.expression import Expression, parse_expression
@@ -243,9 +244,7 @@ def make_task(domain: str, terms: Sequence[str], name: str, seed: int = 0, *, sa
     ``(seed, *salt, attempt)``, redrawn until every check passes."""
     dom = get_domain(domain)
     lib = TERMS[dom.key]
-    missing = [k for k in terms if k not in lib]
-    if missing:
-        raise TaskError(f"{dom.key}: unknown term(s) {missing}; terms: {sorted(lib)}")
+    check_terms(dom.key, terms)
     if n_points < 100 or not 0.0 < ood_fraction < 0.5 or not 0.0 < test_fraction < 0.9:
         raise TaskError("need n_points >= 100, 0 < ood_fraction < 0.5, 0 < test_fraction < 0.9")
     settles = any(lib[k].settles for k in terms)

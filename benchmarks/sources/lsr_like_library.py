@@ -268,8 +268,17 @@ def get_domain(name: str) -> Domain:
     return DOMAIN_SPECS[key]
 
 
+def check_terms(domain: str, terms: Sequence[str]) -> None:
+    """A TaskError naming the terms ``domain``'s library does not have."""
+    lib = TERMS[domain]
+    missing = [k for k in terms if k not in lib]
+    if missing:
+        raise TaskError(f"{domain}: unknown term(s) {missing}; terms: {sorted(lib)}")
+
+
 def law_split(domain: str, terms: Sequence[str]) -> str:
     """'train' or 'test': the half of the law's synthetic terms (all from one half, else a TaskError)."""
+    check_terms(domain, terms)
     lib = TERMS[domain]
     halves = {lib[k].half for k in terms if lib[k].kind == "synthetic"}
     if len(halves) != 1:
