@@ -7,6 +7,7 @@ per-task run folders and the stage result files that let each stage run as its o
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 from typing import Any
 
@@ -14,6 +15,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from harness.llm.base import LLMError
 from optimize.context import build_context
 from optimize.pipeline import run_pipeline
 from optimize.settings import OptimizeSettings
@@ -70,7 +72,11 @@ def main(cfg: DictConfig) -> float | None:
     )
     ctx.evaluator.progress = progress
     try:
+        ctx.llm.ready()  # the embedded model: load it (probing the CPU's kernels once) before any stage depends on it
         results = run_pipeline(ctx, str(cfg.stage))
+    except LLMError as exc:
+        log.error("%s", exc)
+        raise SystemExit(1) from None
     finally:
         progress.close()
         ctx.evaluator.executor.close()
@@ -96,5 +102,6 @@ if __name__ == "__main__":
     if refused:
         print(f"error: {refused}", file=sys.stderr)
         sys.exit(2)
+    faulthandler.enable()  # a native crash prints where it happened (in_flight.json in the run folder says what ran)
     register_config_bases()
     main()

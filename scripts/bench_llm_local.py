@@ -1,7 +1,12 @@
-"""The embedded model's cost per role call: prompt layout (shared task prefix first vs instruction first) and
-threads (1 vs every core), side by side in one run.
+"""The embedded model's cost per role call: CPU kernels (fast vs portable), prompt layout (shared task prefix first vs
+instruction first) and threads (1 vs every core), side by side in one run.
 
     python scripts/bench_llm_local.py [--model qwen2.5-coder-1.5b-instruct] [--tasks 2] [--max-tokens 96]
+    python scripts/bench_llm_local.py --kernels-only     # just the kernel table (seconds)
+
+First, each CPU kernel path (``harness.llm.cpu_kernels``: llama.cpp's fast extra buffer types, or its portable
+kernels) runs in a child process: prompt and generation tokens per second, or how the child died (a CPU whose fast
+kernels crash shows "killed by SIGILL" there), with the path ``llm.cpu_kernels=auto`` takes on this machine.
 
 For each task it makes the calls of the default workflow (planner, diagnoser, repairer) twice: once with our
 layout (system = the task frame shared by every role call, user = instruction + context), once with the
@@ -37,15 +42,43 @@ def instruction_first(messages: list[dict[str, str]], instruction: str) -> list[
     return [{"role": "system", "content": instruction}, {"role": "user", "content": f"{header}\n{frame}\n\n{rest}"}]
 
 
+def kernel_table(model: str | None) -> None:
+    """Each kernel path in a child process (a crash is a row, not the end of this script), every core."""
+    import os
+
+    from harness.llm import cpu_kernels
+    from harness.llm.models import embedded_model_path
+
+    path = embedded_model_path(model)
+    threads = max(1, min(8, os.cpu_count() or 1))
+    cpu = cpu_kernels.cpu_description()
+    print(f"CPU {cpu['model']}; flags {', '.join(cpu_kernels.notable_flags(cpu))}; "
+          f"llama-cpp-python {cpu_kernels.build_description()['version']}; {threads} threads")
+    print("\n| kernels | outcome | prompt tokens | prompt tok/s | generation tok/s |\n|---|---|---|---|---|")
+    for kernels in cpu_kernels.KERNEL_PATHS:
+        r = cpu_kernels.probe(path, kernels, threads, new_tokens=64)
+        rates = (f"{r.prompt_tokens} | {r.prompt_tok_s:.1f} | {r.generation_tok_s:.1f}" if r.ok else "- | - | -")
+        print(f"| {kernels} | {r.outcome} | {rates} |", flush=True)
+    chosen = cpu_kernels.load_or_probe(path, threads)["chosen"]
+    print(f"\nllm.cpu_kernels=auto takes: {chosen}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None)
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--cpu-kernels", default="auto", choices=["auto", "fast", "portable"],
+                        help="the kernels of the role-call measurements (llm.cpu_kernels)")
+    parser.add_argument("--kernels-only", action="store_true", help="print the kernel table and stop")
     args = parser.parse_args(argv)
+    kernel_table(args.model)
+    if args.kernels_only:
+        return 0
     prompts = default_prompts()
     tasks = benchmarks.load_suite("synthetic", n_per_domain=1, split="train")[: args.tasks]
-    llm = make_llm({"provider": "local", "model": args.model, "temperature": 0.0, "max_tokens": args.max_tokens})
+    llm = make_llm({"provider": "local", "model": args.model, "temperature": 0.0, "max_tokens": args.max_tokens,
+                    "cpu_kernels": args.cpu_kernels})
     t0 = time.perf_counter()
     llm.complete([{"role": "user", "content": "hi"}], max_tokens=1)
     print(f"model load + first call: {time.perf_counter() - t0:.1f}s", flush=True)

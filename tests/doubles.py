@@ -150,6 +150,19 @@ class ScriptedLLM(LLMClient):
         return out
 
 
+class UnusableModel(ScriptedLLM):
+    """A model that cannot run on this machine: the embedded model on a CPU where neither llama.cpp kernel path
+    runs (``harness.llm.cpu_kernels``); ``ready()`` says so as the real client does."""
+
+    def ready(self) -> None:
+        from harness.llm.cpu_kernels import no_kernels_message
+
+        raise LLMError(no_kernels_message({
+            "results": [{"kernels": "fast", "outcome": "killed by SIGILL"},
+                        {"kernels": "portable", "outcome": "killed by SIGILL"}],
+            "cpu_model": "Test Xeon", "cpu_flags": ["amx_tile", "avx512f"], "llama_cpp": "0.3.36"}))
+
+
 # -- role outputs ------------------------------------------------------------------------------------------------
 _ROLE_IN_SCHEMA = re.compile(r"^(" + "|".join(ROLE_NAMES) + r")_output$")
 _ROLE_IN_TEXT = re.compile(r"^# Role: (" + "|".join(ROLE_NAMES) + r")\b", re.MULTILINE | re.IGNORECASE)

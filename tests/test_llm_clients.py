@@ -651,7 +651,14 @@ def test_a_running_call_follows_the_engine_count(monkeypatch) -> None:
 def _start_llama_server(gguf: str, port: int, log_path: str) -> subprocess.Popen:
     """``python -m llama_cpp.server`` with the default chat format: its handler turns a *named* ``tool_choice``
     into a grammar-constrained call, so no ``--chat_format chatml-function-calling`` is needed."""
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--n_threads", "1",
+    from harness.llm.cpu_kernels import choose_kernels
+
+    # llama.cpp's server has no kernel option: on a CPU whose fast kernels crash (harness.llm.cpu_kernels) it runs
+    # inside kernels_for_new_models, with the kernels this machine's probe chose
+    kernels = choose_kernels(gguf, "auto", 1)
+    serve = ("import runpy, sys; from harness.llm.cpu_kernels import kernels_for_new_models as k\n"
+             f"with k({kernels!r}): runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)")
+    cmd = [sys.executable, "-c", serve, "--model", gguf, "--n_threads", "1",
            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"]
     with open(log_path, "wb") as log:  # a file, not a pipe: the loader's chatter would fill a pipe and block
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)

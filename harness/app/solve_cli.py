@@ -73,6 +73,8 @@ def solve_command(cfg: DictConfig) -> int:
     from harness.engine.anonymize import anonymize
     from harness.engine.context import Budget
     from harness.engine.task import TaskError
+    from harness.llm.base import LLMError
+    from harness.llm.factory import make_llm
     from workflows.params import SRSettings, expected_llm_calls, expected_solver_runs
 
     console = Console()
@@ -91,6 +93,11 @@ def solve_command(cfg: DictConfig) -> int:
     except (ArtifactError, TaskError, OSError, ValueError, TypeError) as exc:
         print_error(console, exc)
         return 2
+    try:  # the embedded model: loaded (CPU kernels probed once per machine) before the solve depends on it
+        make_llm(llm_config).ready()
+    except LLMError as exc:
+        print_error(console, exc)
+        return 1
     hidden = anonymize(task) if task_options.anonymize else None
     if hidden is not None:  # the solver sees x1..xn and y only; the run folder says how to read its equations back
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -322,6 +322,10 @@ class LLMClient(ABC):
         """
         return complete_many(self, requests, max_workers=max_workers, raise_errors=raise_errors)
 
+    def ready(self) -> None:
+        """Make sure the model can answer before a long job depends on it (the embedded model: load it, choosing
+        CPU kernels that run on this machine); an :class:`LLMError` says why not. Servers are asked on use."""
+
     def close(self) -> None:
         """Release resources (network clients, engines). Safe to call twice."""
 

@@ -138,6 +138,9 @@ class CachedLLM(LLMClient):
             stored = self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
         return {"hits": self.hits, "misses": self.misses, "stored": int(stored)}
 
+    def ready(self) -> None:
+        self.inner.ready()
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

@@ -7,7 +7,7 @@ engine kwargs, a plugged-in client's settings). The clients are built by ``harne
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -45,6 +45,9 @@ tests plug their scripted double in this way). ``api_key_env`` names the environ
     n_threads: int | None = Field(None, ge=1)  # local: None = every core while no SR engine runs, else one less
     n_ctx: int = Field(4096, ge=256)
     model_path: str | None = None
+    # local: llama.cpp's CPU kernels. auto = the fast ones (AMX, repacked weights) unless a probe in a child process
+    # sees them crash on this CPU, then the portable ones (harness.llm.cpu_kernels); fast / portable force one.
+    cpu_kernels: Literal["auto", "fast", "portable"] = "auto"
     seed: int = 0
     extra: dict[str, Any] = Field(default_factory=dict)
 

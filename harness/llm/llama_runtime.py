@@ -1,6 +1,8 @@
-"""llama.cpp models in this process: loaded once per ``(path, n_ctx, n_threads)`` and shared by every client with
-those settings (each use holds the model's lock), a RAM cache of recent prompt states, and the thread count of a
-running call kept at what the SR engines leave free. :mod:`harness.llm.local_client` is the client on top."""
+"""llama.cpp models in this process: loaded once per ``(path, n_ctx, n_threads, kernels)`` and shared by every client
+with those settings (each use holds the model's lock), a RAM cache of recent prompt states, and the thread count of
+a running call kept at what the SR engines leave free. The CPU kernels are chosen before the first load
+(:mod:`harness.llm.cpu_kernels`: a probe in a child process, so a CPU whose fast kernels crash never crashes this
+one). :mod:`harness.llm.local_client` is the client on top."""
 
 from __future__ import annotations
 
@@ -10,17 +12,15 @@ import threading
 from typing import Any, Callable
 
 from harness.llm.base import LLMError
+from harness.llm.cpu_kernels import choose_kernels, open_llama
 
-# Prompt tokens per decode: small enough that a thread change reaches a long prompt's evaluation within a few
-# seconds (see ThreadFollower), large enough to cost nothing measurable (64 vs 512: 20 tok/s both, 2 cores).
-N_BATCH = 64
 # RAM for recent calls' model states (see _attach_prompt_cache); HARNESS_SR_PROMPT_CACHE_MB overrides, 0 = off.
 PROMPT_CACHE_BYTES = int(float(os.environ.get("HARNESS_SR_PROMPT_CACHE_MB", "1024")) * 2**20)
 
 
 # -- model cache ------------------------------------------------------------------------------------------------
 
-_CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
+_CACHE: dict[tuple[str, int, int, str], tuple[Any, threading.Lock]] = {}
 _CACHE_LOCK = threading.Lock()
 
 
@@ -36,31 +36,30 @@ def _close_cached_models() -> None:
         _CACHE.clear()
 
 
-def load_llama(path: str, n_ctx: int, n_threads: int) -> tuple[Any, threading.Lock]:
-    """The cached ``(Llama, lock)`` for these settings, loading the model on first use."""
-    key = (os.path.realpath(path), n_ctx, n_threads)
+def load_llama(path: str, n_ctx: int, n_threads: int, cpu_kernels: str = "auto") -> tuple[Any, threading.Lock]:
+    """The cached ``(Llama, lock)`` for these settings, loading the model on first use (``cpu_kernels``: auto, fast
+    or portable; auto asks :func:`~harness.llm.cpu_kernels.choose_kernels`, which probes once per machine)."""
+    if not os.path.isfile(path):
+        raise LLMError(f"local model: GGUF file not found: {path}")
+    try:
+        import llama_cpp  # noqa: F401 - a clear error before any probe
+    except ImportError as exc:
+        raise LLMError("provider 'local' needs llama-cpp-python: pip install llama-cpp-python") from exc
+    kernels = choose_kernels(path, cpu_kernels, n_threads)
+    key = (os.path.realpath(path), n_ctx, n_threads, kernels)
     with _CACHE_LOCK:
         if key not in _CACHE:
-            if not os.path.isfile(path):
-                raise LLMError(f"local model: GGUF file not found: {path}")
             try:
-                from llama_cpp import Llama
-            except ImportError as exc:
-                raise LLMError("provider 'local' needs llama-cpp-python: pip install llama-cpp-python") from exc
-            try:
-                llama = Llama(
-                    model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, n_batch=N_BATCH,
-                    verbose=False,
-                )
+                llama = open_llama(path, n_ctx, n_threads, kernels)
                 trained = _trained_context(llama)
                 if trained and n_ctx > trained:  # beyond the trained window output degrades: clamp
                     llama.close()
-                    llama = Llama(
-                        model_path=path, n_ctx=trained, n_threads=n_threads, n_threads_batch=n_threads,
-                        n_batch=N_BATCH, verbose=False,
-                    )
+                    llama = open_llama(path, trained, n_threads, kernels)
+            except LLMError:
+                raise
             except Exception as exc:  # noqa: BLE001 - llama.cpp raises plain ValueError/RuntimeError
                 raise LLMError(f"local model: could not load {path}: {type(exc).__name__}: {exc}") from exc
+            llama._harness_kernels = kernels
             _attach_prompt_cache(llama)
             _CACHE[key] = (llama, threading.Lock())
         return _CACHE[key]
@@ -102,7 +101,7 @@ class ThreadFollower:
     Why: a role call begins beside the engine's unguided run, so it started on one thread and kept it to the end,
     even when that run lasted 3 s of a 90 s call (the optimizer's training runs): 128 s against 72 s on two
     threads for a planner call here. llama.cpp reads the count at every decode, and the model is loaded with a
-    small ``n_batch`` (:data:`N_BATCH`) so a long prompt is evaluated in several decodes that each see it."""
+    small ``n_batch`` (:data:`harness.llm.cpu_kernels.N_BATCH`) so a long prompt is evaluated in several decodes that each see it."""
 
     PERIOD_S = 0.25
 

@@ -140,10 +140,15 @@ class LocalLlamaClient(LLMClient):
         (and could run into the lock's timeout)."""
         return super().complete_many(requests, max_workers=1, raise_errors=raise_errors)
 
+    def ready(self) -> None:
+        """Load the model now (and probe the CPU kernels on a new machine): an unusable model fails here, in one
+        line, not in the middle of a job (``harness.llm.cpu_kernels``)."""
+        self._model()
+
     def _model(self) -> tuple[Any, threading.Lock]:
         if self.model_path is None:
             self.model_path = default_model_path(self.config.model)
-        return load_llama(self.model_path, self.config.n_ctx, self.max_threads())
+        return load_llama(self.model_path, self.config.n_ctx, self.max_threads(), self.config.cpu_kernels)
 
     def max_threads(self) -> int:
         """Threads the model is loaded with: every core (at most 8); each call then uses ``threads_now()``."""
