@@ -1,8 +1,9 @@
 """Benchmark suites as lists of validated :class:`harness.engine.task.Task`.
 
-``load_suite(name, **options)`` is the one entry point (contract): ``synthetic`` (built in, default), ``llm_sr``,
-``lsr_synth``, ``feynman``, ``csv`` (a user's own CSV/Parquet table) and ``folder`` (tasks in the LLM-SR layout,
-e.g. written by ``python -m benchmarks export``). Options may be given as strings (CLI ``key=value``, config
+``load_suite(name, **options)`` is the one entry point (contract): ``synthetic`` (built in, default), ``lsr_like``
+(LSR-Synth's recipe with our own laws: the optimizer's hard suite), ``lsr_transform``, ``llm_sr``, ``lsr_synth``,
+``feynman``, ``csv`` (a user's own CSV/Parquet table) and ``folder`` (tasks in the LLM-SR layout, e.g. written by
+``python -m benchmarks export``). Options may be given as strings (CLI ``key=value``, config
 files) and are converted using each suite's option table, so every caller gets the same checks and messages.
 """
 

@@ -52,6 +52,13 @@ class OptimizeContext:
         return list(self.settings.seeds)
 
     @property
+    def race_seeds(self) -> list[int]:
+        """The engine seeds races draw pairs from: the run's seeds, then the next integers, ``race_seeds`` in all."""
+        n = self.settings.race_seeds
+        seeds = self.seeds[:n]
+        return seeds + [max(self.seeds) + i for i in range(1, n - len(seeds) + 1)]
+
+    @property
     def task_index(self) -> dict[str, Any]:
         return {t.name: t for t in self.tasks.all()}
 

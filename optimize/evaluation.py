@@ -43,7 +43,9 @@ from optimize.records import (  # noqa: F401 - re-exported: the record types liv
     split_score,
     task_key,
 )
+from optimize.race import Scorer, StopRace
 from optimize.remote import RemoteOutcome, RemoteSolve, run_remote_solve
+from optimize.runfolder import InFlight, describe_left_over
 from optimize.settings import STAGE_ORDER
 from workflows.harness import Harness, run_harness
 
@@ -158,6 +160,10 @@ class Evaluator:
         self.shared_runs = self.cache.shared_runs() if share_runs and not self.executor.remote else None
         self.stop_at_exact = bool(stop_at_exact)
         self.progress: Any = None  # a harness.app.progress.Progress: each run shown as it starts and ends
+        # in_flight/: the solves running now, so a process killed by a native crash leaves where it was
+        self.in_flight = InFlight(self.run_dir / "in_flight")
+        for left in self.in_flight.left_over():
+            log.warning("%s", describe_left_over(left))
 
     # -- accounting -----------------------------------------------------------------------------------------
     def spent(self) -> dict[str, dict[str, float]]:
@@ -219,17 +225,37 @@ class Evaluator:
         self, specs: Mapping[str, Harness], tasks: Sequence[Any], seeds: Sequence[int] = (0,), *, stage: str,
         time_scale: float | None = None,
     ) -> dict[str, EvalSummary]:
+        """Several harnesses on every (task, seed) of ``tasks`` x ``seeds`` (:meth:`evaluate_pairs`)."""
+        return self.evaluate_pairs(specs, [(task, seed) for task in tasks for seed in seeds], stage=stage,
+                                   time_scale=time_scale)
+
+    def evaluate_pairs(
+        self, specs: Mapping[str, Harness], pairs: Sequence[tuple[Any, int]], *, stage: str,
+        time_scale: float | None = None,
+    ) -> dict[str, EvalSummary]:
         """Several harnesses on the same (task, seed) pairs, pair by pair (every harness on one pair, then the
-        next), so a machine that gets busier or quieter meanwhile slows them alike: what the paired comparisons
-        and the stage curve read. Keyed as ``specs``; labels are the keys."""
+        next), so a machine that gets busier or quieter meanwhile slows them alike: what the races and the stage
+        curve read. Keyed as ``specs``; labels are the keys; each summary's records are in ``pairs``' order."""
         records: dict[str, list[EvalRecord]] = {name: [] for name in specs}
-        for task in tasks:
-            for seed in seeds:
-                for name, spec in specs.items():
-                    records[name] += self.evaluate(spec, [task], [seed], stage=stage, label=name,
-                                                   time_scale=time_scale).records
+        for task, seed in pairs:
+            for name, spec in specs.items():
+                records[name] += self.evaluate(spec, [task], [seed], stage=stage, label=name,
+                                               time_scale=time_scale).records
         return {name: summarize(self.as_run(specs[name], time_scale).identity_digest, recs)
                 for name, recs in records.items()}
+
+    def scorer(self, stage: str, time_scale: float | None = None) -> Scorer:
+        """This evaluator as a race's scorer (``optimize.race``): harnesses on pairs, pair by pair; a spent stage
+        budget ends the race with what it has."""
+
+        def scores(specs: Mapping[str, Harness], pairs: Sequence[tuple[Any, int]]) -> dict[str, list[float]]:
+            try:
+                out = self.evaluate_pairs(specs, pairs, stage=stage, time_scale=time_scale)
+            except StageBudgetSpent as exc:
+                raise StopRace(str(exc)) from exc
+            return {name: [r.score for r in summary.records] for name, summary in out.items()}
+
+        return scores
 
     def evaluate_one(
         self, spec: Harness, task: Any, seed: int, *, stage: str, label: str = "", reserve: int = 0,
@@ -335,6 +361,7 @@ class Evaluator:
         started = time.perf_counter()
         if self.progress is not None:
             self.progress.item(f"{label or 'run'}: {task.name} (seed {seed})")
+        flight = self.in_flight.start(stage=stage, label=label, task=task.name, seed=seed, digest=spec.identity_digest)
         try:
             result = run_harness(spec, task, self.llm, seed=seed, budget=self.run_budget, run_dir=run_dir,
                                  max_workers=self.branch_workers, runner=self._runner, shared_runs=self.shared_runs)
@@ -344,6 +371,8 @@ class Evaluator:
             log.warning("evaluation of %s on %s (seed %d) raised: %s", spec.identity_digest, task.name, seed, exc)
             return exception_record(spec, task, seed, stage, label, exc, time.perf_counter() - started, run_dir,
                                     metric=self.metric, score_split=self.score_split)
+        finally:
+            self.in_flight.end(flight)
         return build_record(spec, task, seed, stage, label, result, time.perf_counter() - started, run_dir,
                             metric=self.metric, score_split=self.score_split)
 

@@ -2,8 +2,8 @@
 
 Reads everything from the run folder (stage result files), so ``stage=freeze`` works as its own process. The pick
 is the stage harness with the best *training* score (ties: fewer LLM calls per task, then the later stage; the last
-stage when training scores are off); it is frozen only if it beats the shipped default by the paired rule
-(``optimize.paired``) on the validation tasks (the training tasks when there are none) at ``freeze.time_scale`` of
+stage when training scores are off); it is frozen only if it wins a race against the shipped default
+(``optimize.race``) on the validation tasks (the training tasks when there are none) at ``freeze.time_scale`` of
 the solve seconds (``gate``), else the shipped default is: a user never gets a worse solver than the default. The
 held-out tasks are scored at ``freeze.heldout_time_scale`` (the solve seconds in ``small`` and ``paper``) for the
 report only - the starting harness, each stage's harness and the shipped default (the stage curve), or with
@@ -22,6 +22,7 @@ from typing import Any
 
 from harness.app.artifact import FrozenHarness
 from optimize.context import OptimizeContext
+from optimize.race import race, race_schedule
 from optimize.settings import STAGE_ORDER
 from workflows.harness import Harness, hand_made_choices
 from workflows.identity import llm_identity
@@ -167,33 +168,53 @@ def pick_final(specs: dict[str, Harness], rows: dict[str, dict[str, Any]]) -> st
 
 
 def gate(ctx: OptimizeContext, default: Harness, candidate: Harness) -> dict[str, Any]:
-    """Freeze only what wins (GEPA / HarnessSR accept only improvements): the candidate and the shipped default,
-    each on the validation tasks (fresh draws of the training distribution that no stage scored; the training
-    tasks when there are none) at ``freeze.time_scale`` of their solve seconds, on the same (task, seed) pairs;
-    the candidate is kept only when it beats the default by the paired rule."""
+    """Freeze only what wins (GEPA / HarnessSR accept only improvements): the candidate races the shipped default
+    on the validation tasks (fresh draws of the training distribution that no stage scored; the training tasks when
+    there are none) x the race seeds, at ``freeze.time_scale`` of their solve seconds, for at most
+    ``freeze.race_pairs`` pairs; it is kept only when the race accepts it. Otherwise the default is frozen, and the
+    verdict says why in the race's words: the candidate fell behind, or the evidence was too thin to decide (the
+    pairs seen and what the rule needed), never that a harness that scored better on those pairs is worse."""
     scale = ctx.settings.freeze.time_scale
     rule = ctx.settings.accept
     deciding, decided_on = (ctx.tasks.validation, "validation") if ctx.tasks.validation else (ctx.tasks.train, "train")
     out: dict[str, Any] = {"time_scale": scale, "default_digest": default.identity_digest,
                            "candidate_digest": candidate.identity_digest, "decided_on": decided_on,
                            "solve_seconds_per_run": default.settings.time_budget * scale, "rule": rule.describe()}
-    same = candidate.identity_digest == default.identity_digest
-    arms = {"default": default} if same else {"default": default, "candidate": candidate}
-    summaries = ctx.evaluator.evaluate_side_by_side(arms, deciding, ctx.seeds, stage=STAGE, time_scale=scale)
-    for name in arms:
+    if candidate.identity_digest == default.identity_digest:
+        summary = ctx.evaluator.evaluate_side_by_side({"default": default}, deciding, ctx.seeds, stage=STAGE,
+                                                      time_scale=scale)["default"]
+        out["default"] = out["candidate"] = {decided_on: _row(summary, deciding)}
+        out["winner"], out["verdict"] = "default", "same"
+        out["reason"] = "the optimizer's pick is the shipped default itself"
+        log.info("freeze gate: %s", out["reason"])
+        return out
+    schedule = race_schedule(deciding, ctx.race_seeds, ctx.seed)
+    result = race(candidate, default, schedule, rule, ctx.evaluator.scorer(STAGE, time_scale=scale),
+                  max_pairs=ctx.settings.freeze.race_pairs, batch=ctx.settings.race_batch,
+                  labels=("candidate", "default"))
+    ran = schedule[: len(result.pairs)]
+    summaries = ctx.evaluator.evaluate_pairs({"default": default, "candidate": candidate}, ran, stage=STAGE,
+                                             time_scale=scale)
+    for name in ("default", "candidate"):
         out[name] = {decided_on: _row(summaries[name], deciding)}
-    if same:
-        out["candidate"] = out["default"]
-        out["winner"], out["reason"] = "default", "the optimizer's pick is the shipped default itself"
+    out["paired"] = result.to_dict()
+    out["verdict"] = result.verdict
+    out["winner"] = "candidate" if result.accepted else "default"
+    where = f"on the {decided_on} tasks at {scale:g} of the solve seconds"
+    if result.accepted:
+        out["reason"] = f"the trained harness beat the shipped default {where}: {result.summary()}; it is frozen"
+    elif result.verdict == "behind":
+        out["reason"] = (f"the trained harness fell behind the shipped default {where}: {result.summary()}; the "
+                         "shipped default is frozen")
+    elif result.record.net < 0 and result.challenger_mean < result.incumbent_mean:
+        out["reason"] = (f"the trained harness lost more pairs than it won against the shipped default {where}: "
+                         f"{result.summary()}; the shipped default is frozen")
     else:
-        won, record = rule.decide(summaries["candidate"], summaries["default"])
-        out["paired"] = record.to_dict()
-        out["winner"] = "candidate" if won else "default"
-        c, d = summaries["candidate"].score, summaries["default"].score
-        out["reason"] = (f"the trained harness scored {c:.3f} against the shipped default's {d:.3f} on the "
-                         f"{decided_on} tasks at {scale:g} of the solve seconds ({record.summary()}; rule: "
-                         f"{rule.describe()}): " + ("it is frozen" if won else "not a clear win, the shipped "
-                                                                             "default is frozen"))
+        lead = ("the trained harness scored higher on these pairs, but "
+                if result.challenger_mean > result.incumbent_mean else "")
+        out["reason"] = (f"{lead}the evidence is too thin to say it is better than the shipped default {where}: "
+                         f"{result.summary()}; the shipped default is frozen (it is never replaced on thin "
+                         "evidence)")
     log.info("freeze gate: %s", out["reason"])
     return out
 

@@ -1,7 +1,7 @@
 """``report.md`` and its plots (matplotlib, Agg) from the saved stage results of a run folder.
 
 Written from files only, so a report can be regenerated for any run folder:
-``python -m optimize.report <run dir>`` (or ``scripts/optimize_report.py``).
+``python -m optimize.report <run dir>``.
 """
 
 from __future__ import annotations
@@ -356,6 +356,13 @@ def llm_cache_stats(run_dir: Path) -> dict[str, int] | None:
     return {"stored": int(stored), "hits": int(hits)}
 
 
+def _sr_choices(chosen: dict[str, Any]) -> str:
+    """The hand-made SR choices a stage-2 pick holds, as the trial recorded them."""
+    names = ("unguided_run", "combine_terms", "operators", "sparse_regression")
+    held = {k: chosen[k] for k in names if k in chosen}
+    return ", ".join(f"{k}={v}" for k, v in held.items()) if held else "those of the start"
+
+
 def _gate_tables(freeze: dict[str, Any]) -> list[str]:
     """What was frozen and why: the trained harness against the shipped default on the tasks that decide."""
     gate = freeze.get("gate")
@@ -452,32 +459,35 @@ def write_report(run_dir: str | Path) -> Path:
                 "answered from it (a resumed or repeated stage pays for no call twice).", ""]
     if s1:
         out += ["## Stage 1: prompt pool", "",
-                f"| role group | workflow | candidate | minibatch {metric} | LLM calls / task |",
+                f"| role group | workflow | candidate | mean {metric} on its pairs | LLM calls / task |",
                 "|---|---|---|---|---|"]
         for g in s1.get("groups", []):
             for i, c in enumerate(g.get("candidates", [])):
                 paired = (c.get("rewrite") or {}).get("paired") or {}
-                verdict = (f" ({paired['wins']}/{paired['ties']}/{paired['losses']} vs {paired.get('against')}: "
-                           f"{'accepted' if paired.get('accepted') else 'not accepted'})" if paired else "")
+                verdict = (f" (against {paired.get('against')}: {paired.get('summary') or paired.get('verdict')})"
+                           if paired else "")
                 out.append(f"| {'+'.join(g['roles'])} | {tuple(g['workflow'])} | {c.get('origin')}"
                            f"{' **(kept)**' if i == 0 else ''}{verdict} | {_f(c.get('score'))} | "
                            f"{_f(c.get('llm_calls_per_task'), 1)} |")
-        out += ["", f"A rewrite replaces the kept text only when it wins by the paired rule ({s1['groups'][0].get('accept_rule', '')}) "
-                "on the same minibatch (wins / ties / losses).", ""] if s1.get("groups") else [""]
+        out += ["", "A rewrite replaces the kept text only when it wins a race against it on the same pairs "
+                f"({s1['groups'][0].get('accept_rule', '')}).", ""] if s1.get("groups") else [""]
     if s2:
         chosen = s2.get("chosen") or {}
         out += ["## Stage 2: joint search", "",
                 f"Space `{s2.get('space')}`, {s2.get('n_trials_complete')} complete trials; "
-                + ("no trial beat the start, which is kept" if chosen.get("start") else
+                + ("no trial won a race against the start, which is kept" if chosen.get("start") else
                    f"chosen trial {chosen.get('trial', '–')}") + f": w = {tuple(chosen.get('workflow', ()))}, prompt indices "
-                f"{chosen.get('prompt_index', {})}, minibatch {metric} {_f(chosen.get('acc'))}; after adaptation "
-                f"{_f(s2.get('minibatch_score'))}.", ""]
+                f"{chosen.get('prompt_index', {})}, SR choices {_sr_choices(chosen)}; minibatch {metric} "
+                f"{_f(s2.get('minibatch_score'))} after adaptation.", ""]
+        dropped, retired = s2.get("dropped_trials") or [], s2.get("uninformative_tasks") or []
+        out += [f"Every trial was screened against the start on {len(s2.get('screening_pairs') or [])} pairs; "
+                f"{len(dropped)} fell behind and were dropped" + (f" (trials {dropped})" if dropped else "") + "."
+                + (f" Every screened trial tied the start on {', '.join(retired)}: those tasks carry no information "
+                   "and the races took them last." if retired else ""), ""]
         for c in s2.get("confirmation", []):
-            out.append(f"- confirmation of trial {c.get('trial')} against the start on {len(s2.get('confirmation_tasks', []))} "
-                       f"training tasks: " + (f"{c.get('wins')} wins / {c.get('ties')} ties / {c.get('losses')} losses "
-                                              f"over {c.get('n')} pairs, mean difference {_f(c.get('mean_diff'))}, "
-                                              f"p = {_f(c.get('p_value'))}: " if "wins" in c else "")
-                       + ("accepted" if c.get("accepted") else (c.get("note") or "not accepted")))
+            out.append(f"- trial {c.get('trial')} raced the start: {c.get('summary') or c.get('verdict')}")
+        if not s2.get("confirmation") and not chosen.get("trial"):
+            out.append("- no trial gained on the screening pairs without falling behind: no race was run")
         if s2.get("confirmation") is not None:
             out += ["", f"Rule: {s2.get('accept_rule', '')}." if s2.get("accept_rule") else "", ""]
         kept = [a for a in s2.get("adaptation", []) if a.get("kept")]
@@ -492,9 +502,10 @@ def write_report(run_dir: str | Path) -> Path:
         for st in s3.get("steps", []):
             paired = st.get("paired") or {}
             wtl = f"{paired['wins']} / {paired['ties']} / {paired['losses']}" if paired else "–"
+            note = paired.get("summary") or st.get("reason") or ""
             out.append(f"| {st['step']} | {st['role']} | {st['parent']} | {_f(st.get('parent_minibatch'))} → "
                        f"{_f(st.get('child_minibatch'))} | {_f(st.get('parent_holdout'))} → {_f(st.get('child_holdout'))} "
-                       f"| {wtl} | {'yes' if st.get('accepted') else 'no'} | {st.get('reason') or ''} |")
+                       f"| {wtl} | {'yes' if st.get('accepted') else 'no'} | {note} |")
         out.append("")
     out += ["## Files", "", "`harness.json` (frozen harness), `optuna.db` (stage-2 study), `evals.db` (evaluation "
             "cache), `trace.jsonl` (one line per evaluation), `runs/<stage>/<digest>/<task>_s<seed>/` (per-task run "

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from optimize.paired import PairedRule
+from optimize.race import RaceRule
 from optimize.rewrite import RewriteSettings
 
 # The optimizer's stages in order: the seed harness, then stage 1 (prompt init), 2 (joint search), 3 (refinement).
@@ -32,7 +32,8 @@ class TaskSettings(_Model):
 
 
 class Stage1Settings(_Model):
-    """Candidates per role group = seed + (n_candidates - 1) rewrites, each scored on ``minibatch`` tasks."""
+    """Candidates per role group = seed + (n_candidates - 1) rewrites; the seed text is scored on ``minibatch``
+    tasks (the rewrite's feedback), each rewrite raced against the kept text on at most ``race_pairs`` pairs."""
 
     groups: list[list[str]] = Field(
         default_factory=lambda: [["planner"], ["analyst"], ["diagnoser", "repairer"], ["synthesizer"]]
@@ -40,6 +41,7 @@ class Stage1Settings(_Model):
     n_candidates: int = Field(2, ge=1)
     max_proposals: int | None = None  # rewrite calls allowed per group (default 2 x rewrites wanted)
     minibatch: int | None = Field(2, ge=1)
+    race_pairs: int = Field(8, ge=1)
     pool_size: int = Field(2, ge=1)
     max_solver_runs: int | None = None
 
@@ -97,14 +99,13 @@ class Stage2Settings(_Model):
     adapt_steps: int = Field(1, ge=0)
     adapt_roles: int | None = Field(1, ge=0)
     adapt_reserve: int = Field(0, ge=0)
-    # The chosen trial must then beat the stage's starting harness by the paired rule on these training tasks
-    # (common pairs; the minibatch the study chose on excluded first, winner's curse), else the start is kept;
-    # tried in order of score for the best ``confirm_top`` trials. None = every training task. Each task runs at
-    # ``confirm_seeds`` engine seeds (the run's seeds, then the next integers): on 4 pairs the paired rule can
-    # accept only a clean sweep; on 4 tasks x 2 seeds, 3 clear wins and no loss among the 8 pairs (docs/optimizer.md).
-    confirm_tasks: int | None = Field(None, ge=1)
-    confirm_seeds: int = Field(1, ge=1)
+    # Every trial is first screened against the stage's start (stage 1's harness) on ``minibatch`` training tasks
+    # at the first seed, pair by pair, and dropped once it falls behind; then the best ``confirm_top`` trials that
+    # gained there, in order, race the start on the other pairs (training tasks x OptimizeSettings.race_seeds,
+    # tasks on which every trial tied last) for at most ``race_pairs`` pairs each, at alpha / confirm_top: the
+    # first accepted is the stage's choice, else the start stays (optimize.race; docs/optimizer.md).
     confirm_top: int = Field(2, ge=0)
+    race_pairs: int = Field(16, ge=1)
     # Workers sharing the study (optimize.shared_study): each running trial records a heartbeat every
     # heartbeat_interval seconds; one silent for grace_period (None: twice the interval) is failed and retried
     # max_retry times with its parameters.
@@ -120,9 +121,11 @@ class Stage3Settings(_Model):
     minibatch: int | None = Field(2, ge=1)
     holdout: int = Field(2, ge=1)
     minibatch_gate: bool = True
-    # paired: the child must beat its parent on the held-out slice by the paired rule (OptimizeSettings.accept);
-    # mean / pareto (GEPA: also kept when it is best on some task): the earlier rules, as ablations
+    # paired: the child must win a race against its parent on the held-out slice's tasks x race seeds, at most
+    # race_pairs pairs (OptimizeSettings.accept); mean / pareto (GEPA: also kept when it is best on some task):
+    # the earlier rules on the slice at the run's seeds, as ablations
     accept: Literal["paired", "mean", "pareto"] = "paired"
+    race_pairs: int = Field(8, ge=1)
     drop_terms: bool = True
     max_solver_runs: int | None = None
 
@@ -133,10 +136,13 @@ class FreezeSettings(_Model):
     shipped default beside it; ``false`` scores only the starting harness, the frozen pick and the shipped
     default there). The gate: the stages' pick and the shipped default are scored on the validation tasks
     (``tasks.n_validation``; the training tasks when there are none) at ``time_scale`` of their solve seconds;
-    the pick is frozen only when it beats the shipped default by the paired rule (``OptimizeSettings.accept``),
-    else the shipped default is: a user never gets a worse solver than the default."""
+    the pick is frozen only when it wins a race against the shipped default on those tasks x the race seeds (at
+    most ``race_pairs`` pairs; ``OptimizeSettings.accept``), else the shipped default is: a user never gets a
+    worse solver than the default, and the report says whether the default stayed because the pick fell behind
+    or because the evidence was too thin."""
 
     evaluate: list[str] = Field(default_factory=lambda: list(STAGE_ORDER))
+    race_pairs: int = Field(8, ge=1)
     train: bool = True
     heldout: bool = True
     time_scale: float = Field(1.0, gt=0.0, le=1.0)
@@ -176,9 +182,13 @@ class OptimizeSettings(_Model):
     # Training runs stop paying (no further role call or SR run) once an exact fit is in the pool
     # (SRSettings.stop_at_exact); the report counts the runs and calls saved.
     stop_at_exact: bool = True
-    # Every acceptance (stage-1 rewrites, stage 2's choice, stage-3 children, freeze's gate): paired wins / ties /
-    # losses on common (task, seed) pairs (optimize.paired; the false-accept rate is at most alpha).
-    accept: PairedRule = Field(default_factory=lambda: PairedRule(min_net_wins=2, alpha=0.125, margin=0.01))
+    # Every acceptance (stage-1 rewrites, stage 2's choice, stage-3 children, freeze's gate) is a race on common
+    # (task, seed) pairs, decided by a signed-rank test (optimize.race; false accepts at most alpha per decision, and
+    # stage 2 splits alpha between the trials it races). race_seeds: engine seeds per task the races draw pairs
+    # from (the run's seeds, then the next integers); race_batch: pairs run per step of a race.
+    accept: RaceRule = Field(default_factory=lambda: RaceRule(min_net_wins=2, alpha=0.125, margin=0.01))
+    race_seeds: int = Field(2, ge=1)
+    race_batch: int = Field(2, ge=1)
     # GEPA's reflection_lm: the model that writes stage-1 rewrites and stage-3 reflections (any `llm` config, e.g.
     # {provider: openai, base_url: ..., model: ...}); None = the harness's own model.
     reflection_llm: dict[str, Any] | None = None
@@ -201,3 +211,42 @@ class OptimizeSettings(_Model):
     def stage_limits(self) -> dict[str, int | None]:
         return {"init": self.stage1.max_solver_runs, "search": self.stage2.max_solver_runs,
                 "refine": self.stage3.max_solver_runs}
+
+    def race_lengths(self) -> dict[str, tuple[int, float]]:
+        """Per acceptance, (the pairs its race can run, its alpha): the race's ``race_pairs`` or what its tasks x
+        ``race_seeds`` hold, whichever is fewer."""
+        t, seeds, s2 = self.tasks, self.race_seeds, self.stage2
+        gate_tasks = t.n_validation or t.n_train
+        return {
+            "stage 1 (a rewrite against the kept text)": (min(self.stage1.race_pairs, t.n_train * seeds), self.accept.alpha),
+            "stage 2 (a trial against the start)": (min(s2.race_pairs, t.n_train * seeds - (s2.minibatch or 0)),
+                                                    self.accept.alpha / max(1, s2.confirm_top)),
+            "stage 3 (a child against its parent)": (min(self.stage3.race_pairs, self.stage3.holdout * seeds),
+                                                     self.accept.alpha),
+            "the gate (the trained harness against the shipped default)": (
+                min(self.freeze.race_pairs, gate_tasks * seeds), self.accept.alpha),
+        }
+
+    @model_validator(mode="after")
+    def _every_race_can_accept(self) -> "OptimizeSettings":
+        """No acceptance the settings make impossible: each race has at least the pairs the rule needs to accept
+        (the wins without a loss of ``RaceRule.clean_wins_needed``)."""
+        for name, (pairs, alpha) in self.race_lengths().items():
+            if pairs < 1 or self.accept.clean_wins_needed(pairs, alpha) is None:
+                raise ValueError(
+                    f"{name} can never accept: its race has {max(pairs, 0)} pairs and the rule "
+                    f"({self.accept.describe()}) needs more; raise its race_pairs, its tasks or race_seeds")
+        return self
+
+
+def load_preset(name: str) -> OptimizeSettings:
+    """A preset (``harness/conf/optimize/<name>.yaml``) as ``python -m optimize optimize=<name>`` validates it: its
+    keys over the model's defaults (the presets name only what they change)."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    path = Path(__file__).resolve().parents[1] / "harness" / "conf" / "optimize" / f"{name}.yaml"
+    data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    data.pop("defaults", None)
+    return OptimizeSettings.model_validate(data)

@@ -2,11 +2,12 @@
 
 Each role group is optimised inside its small local workflow (Planner (0,1,0,0,0); Analyst (1,1,0,0,0);
 Diagnoser+Repairer together (0,1,1,0,0); Synthesizer (0,2,0,0,1)) so its score reflects that role and little
-else. Candidates are the seed text plus rewrites by the prompt engineer, each seeing the best candidate so far and
-its discovery feedback; every candidate is scored on the same seeded minibatch of training tasks (the same
-(task, seed) pairs). A rewrite replaces the incumbent (at first the seed text) only when it beats it by the paired
-rule (``optimize.paired``); the incumbent is the role's stage-1 text and the next rewrite's parent. The incumbent
-and the best-scoring other texts, up to ``pool_size`` per role, form the prompt pool that stage 2 assigns from.
+else. Candidates are the seed text plus rewrites by the prompt engineer, each seeing the kept text's discovery
+feedback on a seeded minibatch of training tasks. A rewrite replaces the incumbent (at first the seed text) only
+when it wins a race against it (``optimize.race``: the training tasks x race seeds in a seeded order, at most
+``race_pairs`` pairs, dropped once it falls behind); the incumbent is the role's stage-1 text and the next
+rewrite's parent. The incumbent and the best-scoring other texts (their mean on the pairs they raced), up to
+``pool_size`` per role, form the prompt pool that stage 2 assigns from.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from optimize.context import OptimizeContext
 from optimize.evaluation import EvalSummary, StageBudgetSpent
 from optimize.feedback import discovery_feedback
+from optimize.race import race, race_schedule
 from optimize.rewrite import propose_rewrite
 from optimize.tasks import minibatch
 from workflows.params import LOCAL_WORKFLOWS
@@ -52,6 +54,11 @@ class PromptCandidate:
         return out
 
 
+def _pairs(schedule: list[Any], result: Any) -> list[Any]:
+    """The schedule's pairs a race ran (its first ones, in order)."""
+    return list(schedule[: len(result.pairs)])
+
+
 def group_name(roles: list[str]) -> str:
     return "+".join(roles)
 
@@ -68,6 +75,7 @@ def optimise_group(ctx: OptimizeContext, roles: list[str], prompts: dict[str, st
     base = ctx.base.with_workflow(workflow).with_prompts(**prompts)
     batch = minibatch(ctx.tasks.train, s.minibatch, ctx.seed, STAGE, name)
     journal = ctx.folder.journal(STAGE)
+    schedule = race_schedule(ctx.tasks.train, ctx.race_seeds, ctx.seed, first=[t.name for t in batch])
     cands = [PromptCandidate({r: prompts[r] for r in roles}, "seed")]
     incumbent = cands[0]
     exhausted = False
@@ -98,14 +106,18 @@ def optimise_group(ctx: OptimizeContext, roles: list[str], prompts: dict[str, st
                 continue
             cand = PromptCandidate(new, f"rewrite {k} of {parent.origin}", rewrite=info)
             cands.append(cand)
-            cand.summary = ctx.evaluator.evaluate(base.with_prompts(**new), batch, ctx.seeds, stage=STAGE,
-                                                  label=f"{name} rewrite {k}")
-            accepted, record = ctx.settings.accept.decide(cand.summary, parent.summary)
-            cand.rewrite["paired"] = {**record.to_dict(), "against": parent.origin, "accepted": accepted}
-            if accepted:
+            child, kept = base.with_prompts(**new), base.with_prompts(**parent.prompts)
+            result = race(child, kept, schedule, ctx.settings.accept, ctx.evaluator.scorer(STAGE),
+                          max_pairs=s.race_pairs, batch=ctx.settings.race_batch,
+                          labels=(f"{name} rewrite {k}", f"{name} {parent.origin}"))
+            cand.summary = ctx.evaluator.evaluate_pairs({"c": child}, _pairs(schedule, result), stage=STAGE)["c"]
+            cand.rewrite["paired"] = {**result.to_dict(), "against": parent.origin}
+            if result.accepted:
                 incumbent = cand
-            log.info("stage 1 %s: rewrite %d scored %.3f (parent %.3f): %s, %s", name, k, cand.score, parent.score,
-                     record.summary(), "accepted" if accepted else "not accepted")
+            log.info("stage 1 %s: rewrite %d against %s: %s", name, k, parent.origin, result.summary())
+            if result.note:  # the stage's budget is spent
+                exhausted = True
+                break
     except StageBudgetSpent as exc:
         log.warning("stage 1 %s: %s", name, exc)
         exhausted = True

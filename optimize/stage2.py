@@ -1,13 +1,20 @@
-"""Stage 2 — joint search of the workflow shape and the prompt assignment, with Optuna (seeded TPE).
+"""Stage 2 — joint search of the workflow shape, the prompt assignment and the SR choices, with Optuna (seeded TPE),
+its candidates raced against the stage's start.
 
 Space: w = (use_analyst, branches, repair_rounds, discussion_rounds, use_synthesizer) x the pool index each role
 uses (``space=full``), or an index into a fixed presampled pool of workflows x prompt indices (``space=fixed_pool``,
 the ablation), x the SR settings the shipped default chose by hand (the unguided run, the term combination, the
-operator set) and the SR channels. Objective: mean score on a fixed training minibatch minus ``llm_penalty`` x LLM
-calls per task (calls break ties). After the study the best trials (accuracy, then fewer calls) are confirmed in
-turn against the stage's start (stage 1's harness) on other training tasks by the paired rule
-(``optimize.paired``): the first that wins is the choice, else the start stays. Then a brief adaptation: a
-stage-1-style rewrite of its prompts inside the chosen workflow, kept only when it wins by the same rule.
+operator set, the sparse regression) and the SR channels.
+
+Each trial is *screened* (:func:`screen_trial`): raced against the start (stage 1's harness) on a minibatch of
+training tasks at the first seed, pair by pair, and dropped as soon as it falls behind; its objective is its gain
+over the start on the pairs it ran (:func:`screening_gain`), less ``llm_penalty`` x LLM calls per task. Then the best
+trials that gained (:func:`eligible`) race the start in turn on the other pairs of the training tasks x race seeds
+(:func:`confirm_by_race`; tasks on which every screened trial tied the start come last: they carry no information),
+each at alpha / k so the stage as a whole accepts a harness no better than its start with probability <= alpha: the
+first accepted is the stage's choice, else the start stays. Then a brief adaptation: a stage-1-style rewrite of its
+prompts inside the chosen workflow, kept only when it wins a race. ``optimize.replay`` runs the same screening and
+confirmation on recorded outcomes to measure how often this finds a gain that is there.
 
 Resumable and shareable: the study lives in an RDB (``sqlite:///<run>/optuna.db`` or ``optimize.storage``) under a
 fixed name with ``load_if_exists``; the run continues until ``n_trials`` trials are COMPLETE in total, so finished
@@ -21,7 +28,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Any
+from typing import Any, Hashable, Sequence
 
 import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
@@ -31,6 +38,7 @@ from harness.runtime.role_agent import RoleAgentConfig
 from optimize.context import OptimizeContext
 from optimize.evaluation import StageBudgetSpent
 from optimize.feedback import discovery_feedback
+from optimize.race import Pair, RaceResult, RaceRule, Scorer, pair_key, race, race_schedule
 from optimize.rewrite import propose_rewrite
 from optimize.settings import ROLE_ORDER, Bounds, Stage2Settings
 from optimize.shared_study import join, make_storage, run_until_complete, slots_taken, twin, worker_id
@@ -193,15 +201,79 @@ def completed(study: optuna.Study) -> list[FrozenTrial]:
 
 
 def ranked(trials: list[FrozenTrial]) -> list[FrozenTrial]:
-    """Complete trials, best first: highest accuracy, then fewest LLM calls per task, then earliest."""
+    """Complete trials, best first: not dropped, highest gain over the start, fewest LLM calls per task, earliest."""
     usable = [t for t in trials if "acc" in t.user_attrs]
-    return sorted(usable, key=lambda t: (-t.user_attrs["acc"], t.user_attrs.get("llm_calls_per_task", 0), t.number))
+    return sorted(usable, key=lambda t: (bool(t.user_attrs.get("dropped")), -t.user_attrs.get("gain", 0.0),
+                                         t.user_attrs.get("llm_calls_per_task", 0), t.number))
 
 
 def choose(trials: list[FrozenTrial]) -> FrozenTrial | None:
-    """Lexicographic pick: highest accuracy, then fewest LLM calls per task, then earliest."""
+    """Lexicographic pick: not dropped, highest gain, then fewest LLM calls per task, then earliest."""
     order = ranked(trials)
     return order[0] if order else None
+
+
+# -- screening and racing (the stage's and optimize.replay's) ---------------------------------------------------
+def screen_trial(candidate: Any, start: Any, pairs: Sequence[Pair], rule: RaceRule, scores: Scorer, *,
+                 batch: int, label: str = "trial") -> RaceResult | None:
+    """A trial's first look: raced against the start on the screening pairs with drops only (too few pairs to
+    accept on); None when the stage's budget ends it before its first pair."""
+    result = race(candidate, start, pairs, rule, scores, max_pairs=len(pairs), batch=batch, screening=True,
+                  labels=(label, "start"))
+    return None if result.note and not result.pairs else result
+
+
+# A screened trial's gain: its mean difference from the start with each pair's clipped to +-GAIN_CLIP (in -log10
+# NMSE, a factor of 100), so one exact fit (clipped at 16) against a good approximation does not outweigh every other
+# pair of a 4-pair screen; a 0/1 reading is unchanged.
+GAIN_CLIP = 2.0
+
+
+def screening_gain(result: RaceResult) -> float:
+    """What ranks screened trials and what the sampler maximises: the clipped mean difference from the start."""
+    diffs = [max(-GAIN_CLIP, min(GAIN_CLIP, d)) for d in result.record.diffs]
+    return sum(diffs) / len(diffs) if diffs else 0.0
+
+
+def uninformative_tasks(screened: Sequence[dict[str, Any]], margin: float, min_trials: int = 3) -> list[str]:
+    """Tasks on whose screening pair every screened trial (at least ``min_trials`` of them) tied the start: they
+    carry no information, so the races take them last. ``screened`` rows have ``pairs`` and ``diffs``."""
+    seen: dict[str, list[float]] = {}
+    for row in screened:
+        for pair, diff in zip(row["pairs"], row["diffs"]):
+            seen.setdefault(str(pair[0]), []).append(float(diff))
+    return sorted(t for t, diffs in seen.items() if len(diffs) >= min_trials and all(abs(d) <= margin for d in diffs))
+
+
+def eligible(screened: Sequence[dict[str, Any]], start_key: Hashable, top: int) -> list[dict[str, Any]]:
+    """The trials worth a race, best first: distinct, not the start, not dropped, a positive mean gain on the
+    screening pairs; ordered by gain, fewer LLM calls, earlier; at most ``top``."""
+    order = sorted((r for r in screened if not r["dropped"] and r["gain"] > 0 and r["key"] != start_key),
+                   key=lambda r: (-r["gain"], r.get("calls", 0.0), r.get("number", 0)))
+    out: list[dict[str, Any]] = []
+    for row in order:
+        if len(out) >= top:
+            break
+        if row["key"] not in {r["key"] for r in out}:
+            out.append(row)
+    return out
+
+
+def confirm_by_race(candidates: Sequence[dict[str, Any]], start: Any, schedule: Sequence[Pair], rule: RaceRule,
+                    scores: Scorer, *, max_pairs: int, batch: int) -> tuple[Any | None, list[RaceResult]]:
+    """Race each candidate (best first) against the start on ``schedule`` at alpha / len(candidates) (Bonferroni:
+    the stage accepts a harness no better than its start with probability <= alpha); the first accepted wins."""
+    results: list[RaceResult] = []
+    alpha = rule.alpha / max(1, len(candidates))
+    for row in candidates:
+        result = race(row["candidate"], start, schedule, rule, scores, max_pairs=max_pairs, batch=batch, alpha=alpha,
+                      labels=(f"race trial {row.get('number', '')}".strip(), "race start"))
+        results.append(result)
+        if result.accepted:
+            return row["candidate"], results
+        if result.note:  # the budget is spent: no further race can run
+            break
+    return None, results
 
 
 def trial_spec(ctx: OptimizeContext, pool: dict[str, list[str]], trial: FrozenTrial) -> tuple[Harness, dict[str, Any]]:
@@ -214,58 +286,21 @@ def trial_spec(ctx: OptimizeContext, pool: dict[str, list[str]], trial: FrozenTr
         channels = {} if old is None else {"evolve_rounds": old}
     spec = spec_for(ctx.base, pool, w, {k: int(v) for k, v in trial.user_attrs["prompt_index"].items()},
                     role_agent_settings(agents), channels)
-    return spec, {"trial": trial.number, "acc": trial.user_attrs["acc"],
+    return spec, {"trial": trial.number, "acc": trial.user_attrs["acc"], "gain": trial.user_attrs.get("gain"),
                   "llm_calls_per_task": trial.user_attrs.get("llm_calls_per_task"), "workflow": list(w.as_tuple()),
                   "prompt_index": trial.user_attrs["prompt_index"], "role_agents": agents, **channels}
 
 
-def confirmation_tasks(ctx: OptimizeContext, batch: list[Any]) -> list[Any]:
-    """Where stage 2's choice is confirmed: training tasks the study did not choose on (the best of many trials
-    on one minibatch is favoured there by chance), or every training task when too few are left."""
-    s = ctx.settings.stage2
-    rest = [t for t in ctx.tasks.train if t.name not in {b.name for b in batch}]
-    tasks = rest if len(rest) >= 2 else list(ctx.tasks.train)
-    return minibatch(tasks, s.confirm_tasks, ctx.seed, STAGE, "confirm")
+def screening_pairs(ctx: OptimizeContext) -> list[Pair]:
+    """Where every trial is first looked at: a seeded minibatch of the training tasks at the run's first seed."""
+    batch = minibatch(ctx.tasks.train, ctx.settings.stage2.minibatch, ctx.seed, STAGE)
+    return [(task, ctx.seeds[0]) for task in batch]
 
 
-def confirmation_seeds(ctx: OptimizeContext) -> list[int]:
-    """The run's seeds, then the next integers, ``stage2.confirm_seeds`` per task in all: more pairs per task."""
-    n = ctx.settings.stage2.confirm_seeds
-    seeds = list(ctx.seeds)[:n]
-    return seeds + [max(ctx.seeds) + i for i in range(1, n - len(seeds) + 1)]
-
-
-def confirm(ctx: OptimizeContext, start: Harness, candidates: list[tuple[Harness, dict[str, Any]]],
-            tasks: list[Any]) -> tuple[Harness, dict[str, Any], list[dict[str, Any]]]:
-    """The first candidate (best trial first) that beats ``start`` by the paired rule on ``tasks`` (or is the start
-    itself); else ``start``. Each comparison's wins / ties / losses are returned for the report."""
-    rule = ctx.settings.accept
-    seeds = confirmation_seeds(ctx)
-    rows: list[dict[str, Any]] = []
-    kept = {"trial": None, "start": True, "workflow": list(start.workflow.as_tuple()),
-            "prompt_index": {role: 0 for role in start.prompts}, "role_agents": {}}
-    if not candidates:
-        return start, kept, rows
-    for spec, chosen in candidates:
-        if spec.identity_digest == start.identity_digest:  # the search found nothing better than where it began
-            rows.append({"trial": chosen.get("trial"), "accepted": True, "note": "the start itself"})
-            return spec, chosen, rows
-        pair = ctx.evaluator.evaluate_side_by_side({"confirm start": start, f"confirm trial {chosen['trial']}": spec},
-                                                   tasks, seeds, stage=STAGE)
-        base, summary = pair["confirm start"], pair[f"confirm trial {chosen['trial']}"]
-        accepted, record = rule.decide(summary, base)
-        rows.append({"trial": chosen.get("trial"), "accepted": accepted, "score": summary.score,
-                     "start_score": base.score, **record.to_dict()})
-        log.info("stage 2: trial %s against the start on %d confirmation tasks x %d seeds: %s (%s)",
-                 chosen.get("trial"), len(tasks), len(seeds), record.summary(),
-                 "accepted" if accepted else "not accepted")
-        if accepted:
-            return spec, chosen, rows
-    return start, kept, rows
-
-
-def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna.Study, list[WorkflowParams] | None]:
-    """Create/resume the study and run trials until ``n_trials`` are COMPLETE or the solver budget is spent."""
+def run_search(ctx: OptimizeContext, pool: dict[str, list[str]], start: Harness
+               ) -> tuple[optuna.Study, list[WorkflowParams] | None]:
+    """Create/resume the study and run trials until ``n_trials`` are COMPLETE or the solver budget is spent; each
+    trial screened against ``start``."""
     s = ctx.settings.stage2
     study = open_study(ctx)
     pool_digest = short_hash(pool)
@@ -281,7 +316,8 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
     workflows = fixed_pool(s, ctx.seed) if s.space == "fixed_pool" else None
     if workflows is not None:
         study.set_user_attr("fixed_pool", [list(w.as_tuple()) for w in workflows])
-    batch = minibatch(ctx.tasks.train, s.minibatch, ctx.seed, STAGE)
+    pairs = screening_pairs(ctx)
+    scores = ctx.evaluator.scorer(STAGE)
     pool_sizes = {role: len(pool[role]) for role in ROLE_ORDER if role in pool}
     repeats, halt = {"n": 0}, {"budget": False}
 
@@ -299,15 +335,20 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
             repeats["n"] += 1
             raise optuna.TrialPruned(f"same parameters as trial {same.number}")
         repeats["n"] = 0  # (a small space may leave only repeats: then a repeat runs, from the evaluation cache)
-        try:
-            summary = ctx.evaluator.evaluate(spec, batch, ctx.seeds, stage=STAGE, label=f"trial {trial.number}",
-                                             reserve=s.adapt_reserve)
-        except StageBudgetSpent as exc:
-            log.warning("stage 2: %s", exc)
+        result = screen_trial(spec, start, pairs, ctx.settings.accept, scores, batch=ctx.settings.race_batch,
+                              label=f"trial {trial.number}")
+        if result is None:
+            log.warning("stage 2: the stage's solver budget is spent")
             halt["budget"] = True
             trial.study.stop()
-            raise optuna.TrialPruned(str(exc)) from exc
-        trial.set_user_attr("acc", summary.score)
+            raise optuna.TrialPruned("the stage's solver budget is spent")
+        ran = [p for p in pairs if pair_key(p) in set(map(tuple, result.pairs))]
+        summary = ctx.evaluator.evaluate_pairs({f"trial {trial.number}": spec}, ran, stage=STAGE)[f"trial {trial.number}"]
+        trial.set_user_attr("acc", result.challenger_mean)
+        trial.set_user_attr("gain", screening_gain(result))
+        trial.set_user_attr("dropped", result.verdict == "behind")
+        trial.set_user_attr("screen", {**result.record.to_dict(), "diffs": list(result.record.diffs),
+                                       "pairs": [list(p) for p in result.pairs]})
         trial.set_user_attr("llm_calls_per_task", summary.llm_calls_per_task)
         trial.set_user_attr("seconds_per_task", summary.seconds_per_task)
         trial.set_user_attr("workflow", list(w.as_tuple()))
@@ -317,10 +358,11 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
         trial.set_user_attr("digest", spec.identity_digest)
         trial.set_user_attr("new_evaluations", summary.n_new)
         trial.set_user_attr("cache_hits", summary.n_cached)
-        log.info("stage 2 trial %d: w=%s prompts=%s role agents=%s acc=%.3f calls/task=%.1f (%d cached)",
-                 trial.number, w.as_tuple(), idx, {r: (list(a.tools), a.K) for r, a in agents.items()},
-                 summary.score, summary.llm_calls_per_task, summary.n_cached)
-        return summary.score - s.llm_penalty * summary.llm_calls_per_task
+        log.info("stage 2 trial %d: w=%s prompts=%s role agents=%s sr=%s: %s against the start on %d screening "
+                 "pairs (gain %+.3f)%s", trial.number, w.as_tuple(), idx,
+                 {r: (list(a.tools), a.K) for r, a in agents.items()}, channels, result.record.summary(),
+                 len(result.pairs), screening_gain(result), ", dropped" if result.verdict == "behind" else "")
+        return screening_gain(result) - s.llm_penalty * summary.llm_calls_per_task
 
     failures = _StopAfterFailures(s.n_trials)
 
@@ -335,14 +377,17 @@ def run_search(ctx: OptimizeContext, pool: dict[str, list[str]]) -> tuple[optuna
 
 def adapt(ctx: OptimizeContext, spec: Harness, batch: list[Any]) -> tuple[Harness, list[dict[str, Any]]]:
     """Short stage-1-style rewrite of the chosen prompts inside the chosen workflow; a rewrite is kept only when it
-    beats the current prompts by the paired rule on the minibatch."""
+    wins a race against the current prompts (the training tasks x race seeds, at most ``stage1.race_pairs``)."""
     s = ctx.settings.stage2
     journal = ctx.folder.journal(STAGE)
     roles = [r for r in ROLE_ORDER if r in spec.workflow.roles_used()]
     if s.adapt_roles is not None:
         roles = roles[: s.adapt_roles]
-    current = ctx.evaluator.evaluate(spec, batch, ctx.seeds, stage=STAGE, label="adapt base")
     log_rows: list[dict[str, Any]] = []
+    if not s.adapt_steps or not roles:
+        return spec, log_rows
+    current = ctx.evaluator.evaluate(spec, batch, ctx.seeds, stage=STAGE, label="adapt base")
+    schedule = race_schedule(ctx.tasks.train, ctx.race_seeds, ctx.seed)
     context = (f"The role runs inside the workflow w={spec.workflow.as_tuple()} (analyst, branches, repair rounds, "
                "discussion rounds, synthesizer).")
     for step in range(s.adapt_steps):
@@ -358,11 +403,13 @@ def adapt(ctx: OptimizeContext, spec: Harness, batch: list[Any]) -> tuple[Harnes
             row: dict[str, Any] = {"step": step, "role": role, "reason": rw.get("reason"), "kept": False}
             if rw.get("text"):
                 child = spec.with_prompts(**{role: rw["text"]})
-                summary = ctx.evaluator.evaluate(child, batch, ctx.seeds, stage=STAGE, label=f"adapt {role}")
-                accepted, record = ctx.settings.accept.decide(summary, current)
-                row.update(score=summary.score, base_score=current.score, **record.to_dict())
-                if accepted:
-                    spec, current, row["kept"] = child, summary, True
+                result = race(child, spec, schedule, ctx.settings.accept, ctx.evaluator.scorer(STAGE),
+                              max_pairs=ctx.settings.stage1.race_pairs, batch=ctx.settings.race_batch,
+                              labels=(f"adapt {role}", "adapt base"))
+                row.update(score=result.challenger_mean, base_score=result.incumbent_mean, **result.to_dict())
+                if result.accepted:
+                    spec, row["kept"] = child, True
+                    current = ctx.evaluator.evaluate(spec, batch, ctx.seeds, stage=STAGE, label="adapt base")
             log_rows.append(row)
     return spec, log_rows
 
@@ -370,38 +417,59 @@ def adapt(ctx: OptimizeContext, spec: Harness, batch: list[Any]) -> tuple[Harnes
 def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
     return [
         {"number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
-         **{k: t.user_attrs.get(k) for k in ("acc", "llm_calls_per_task", "workflow", "prompt_index", "digest",
-                                              "new_evaluations", "cache_hits")}}
+         **{k: t.user_attrs.get(k) for k in ("acc", "gain", "dropped", "screen", "llm_calls_per_task", "workflow",
+                                              "prompt_index", "digest", "new_evaluations", "cache_hits")}}
         for t in study.get_trials(deepcopy=False)
     ]
 
 
-def run_stage2(ctx: OptimizeContext, pool: dict[str, list[str]]) -> dict[str, Any]:
-    """Search, pick, confirm against the start by the paired rule, adapt; returns the stage-2 result (the caller
-    saves it)."""
-    s = ctx.settings.stage2
-    study, workflows = run_search(ctx, pool)
-    batch = minibatch(ctx.tasks.train, s.minibatch, ctx.seed, STAGE)
-    start = ctx.base.with_prompts(**{role: texts[0] for role, texts in pool.items()})  # stage 1's harness
-    top: list[tuple[Harness, dict[str, Any]]] = []
-    for trial in ranked(completed(study)):  # distinct harnesses only (a sampler may repeat a parameter set)
-        if len(top) >= max(1, s.confirm_top):
-            break
+def screened_rows(ctx: OptimizeContext, pool: dict[str, list[str]], study: optuna.Study) -> list[dict[str, Any]]:
+    """The complete trials as the racing functions read them (key, candidate, gain, dropped, screening record)."""
+    rows = []
+    for trial in ranked(completed(study)):
+        if "screen" not in trial.user_attrs:  # a trial stored before screening: no record against the start
+            continue
         spec, chosen = trial_spec(ctx, pool, trial)
-        if spec.identity_digest not in {t.identity_digest for t, _ in top}:
-            top.append((spec, chosen))
-    confirmation: list[dict[str, Any]] = []
-    confirm_on = confirmation_tasks(ctx, batch)
-    try:
-        if s.confirm_top == 0:
-            spec, chosen = top[0] if top else (start, {})
-        else:
-            spec, chosen, confirmation = confirm(ctx, start, top, confirm_on)
-    except StageBudgetSpent as exc:
-        log.warning("stage 2 confirmation: %s; keeping the start", exc)
-        spec, chosen = start, {}
-    if not top:
+        screen = trial.user_attrs["screen"]
+        rows.append({"key": spec.identity_digest, "candidate": spec, "chosen": chosen, "number": trial.number,
+                     "gain": float(trial.user_attrs.get("gain", 0.0)), "dropped": bool(trial.user_attrs.get("dropped")),
+                     "calls": float(trial.user_attrs.get("llm_calls_per_task", 0.0)),
+                     "pairs": [tuple(p) for p in screen["pairs"]], "diffs": screen["diffs"]})
+    return rows
+
+
+def run_stage2(ctx: OptimizeContext, pool: dict[str, list[str]]) -> dict[str, Any]:
+    """Search with screening, race the best trials against the start, adapt; returns the stage-2 result (the
+    caller saves it)."""
+    s = ctx.settings.stage2
+    start = ctx.base.with_prompts(**{role: texts[0] for role, texts in pool.items()})  # stage 1's harness
+    study, workflows = run_search(ctx, pool, start)
+    pairs = screening_pairs(ctx)
+    rows = screened_rows(ctx, pool, study)
+    retired = uninformative_tasks(rows, ctx.settings.accept.margin)
+    schedule = race_schedule(ctx.tasks.train, ctx.race_seeds, ctx.seed, exclude=[pair_key(p) for p in pairs],
+                             last=retired)
+    candidates = eligible(rows, start.identity_digest, max(1, s.confirm_top))
+    kept = {"trial": None, "start": True, "workflow": list(start.workflow.as_tuple()),
+            "prompt_index": {role: 0 for role in start.prompts}, "role_agents": {}}
+    spec, chosen, results = start, kept, []
+    if not rows:
         log.warning("stage 2: no complete trial; keeping the stage-1 harness")
+    elif s.confirm_top == 0:
+        best = next((r for r in rows if not r["dropped"]), None)
+        spec, chosen = (best["candidate"], best["chosen"]) if best else (start, kept)
+    elif candidates:
+        winner, results = confirm_by_race(candidates, start, schedule, ctx.settings.accept, ctx.evaluator.scorer(STAGE),
+                                          max_pairs=s.race_pairs, batch=ctx.settings.race_batch)
+        if winner is not None:
+            spec = winner
+            chosen = next(r["chosen"] for r in candidates if r["candidate"] is winner)
+    confirmation = [{"trial": row["number"], **result.to_dict()} for row, result in zip(candidates, results)]
+    for row in confirmation:
+        log.info("stage 2: trial %s against the start: %s", row["trial"], row["summary"])
+    if not candidates and rows:
+        log.info("stage 2: no trial gained on the screening pairs without falling behind; the start stays")
+    batch = minibatch(ctx.tasks.train, s.minibatch, ctx.seed, STAGE)
     adaptation: list[dict[str, Any]] = []
     try:
         spec, adaptation = adapt(ctx, spec, batch)
@@ -417,7 +485,10 @@ def run_stage2(ctx: OptimizeContext, pool: dict[str, list[str]]) -> dict[str, An
         "n_trials_complete": len(completed(study)),
         "chosen": chosen,
         "confirmation": confirmation,
-        "confirmation_tasks": [t.name for t in confirm_on],
+        "confirmation_pairs": [list(pair_key(p)) for p in schedule[: s.race_pairs]],
+        "screening_pairs": [list(pair_key(p)) for p in pairs],
+        "uninformative_tasks": retired,
+        "dropped_trials": [r["number"] for r in rows if r["dropped"]],
         "accept_rule": ctx.settings.accept.describe(),
         "fixed_pool": [list(w.as_tuple()) for w in workflows] if workflows else None,
         "adaptation": adaptation,

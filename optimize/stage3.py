@@ -5,10 +5,10 @@ Pareto set over the held-out slice's tasks (candidates that are best on at least
 runs it on a feedback minibatch, turns the runs into feedback — SR diagnostics (residual patterns, candidate
 structures, what was tried and how it scored) or raw node traces (``feedback=traces``, the ablation) — and lets
 the reflection model rewrite one role's instruction (round-robin over the roles the workflow uses). The child must
-not lose on the minibatch, and is kept only if it wins on the held-out slice: by the paired rule against its
-parent on the same (task, seed) pairs (``accept=paired``, the default: ``optimize.paired``), or, as ablations, a
-higher mean than its parent (``accept=mean``) or also when it beats every candidate on some task (``accept=pareto``,
-GEPA's). The result is the candidate with the best held-out-slice mean.
+not lose on the minibatch, and is kept only if it wins on the held-out slice: a race against its parent on the
+slice's tasks x race seeds (``accept=paired``, the default: ``optimize.race``), or, as ablations, a higher mean
+than its parent on the slice at the run's seeds (``accept=mean``) or also when it beats every candidate on some
+task there (``accept=pareto``, GEPA's). The result is the candidate with the best held-out-slice mean.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from optimize.context import OptimizeContext
 from optimize.evaluation import EvalSummary, StageBudgetSpent
 from optimize.feedback import sr_diagnostics_feedback, trace_feedback
-from optimize.paired import PairedRule
+from optimize.race import race, race_schedule
 from optimize.rewrite import propose_rewrite
 from optimize.settings import ROLE_ORDER
 from workflows.harness import Harness
@@ -75,12 +75,9 @@ def sample_parent(members: list[Member], rng: random.Random) -> int:
     return rng.choices(indices, weights=[counts[i] for i in indices], k=1)[0]
 
 
-def wins(child: EvalSummary, parent: EvalSummary, members: list[Member], accept: str,
-         rule: PairedRule | None = None) -> bool:
-    """The acceptance test on the held-out slice: ``paired`` = the child beats its parent by the paired rule
-    (same (task, seed) pairs); ``mean`` = a higher mean; ``pareto`` = a higher mean or the best on some task."""
-    if accept == "paired":
-        return (rule or PairedRule()).decide(child, parent)[0]
+def wins(child: EvalSummary, parent: EvalSummary, members: list[Member], accept: str) -> bool:
+    """The ablations' tests on the held-out slice: ``mean`` = a higher mean; ``pareto`` = a higher mean or the best
+    on some task. (``paired``, the default, is a race: :func:`refine_step`.)"""
     if child.score > parent.score:
         return True
     if accept != "pareto":
@@ -130,10 +127,21 @@ def refine_step(ctx: OptimizeContext, step: int, members: list[Member], parent_i
     if s.minibatch_gate and child_mb.score < parent_mb.score:
         row["reason"] = "lost on the minibatch"
         return row
-    child_hold = ctx.evaluator.evaluate(child, holdout_tasks, ctx.seeds, stage=STAGE, label=f"step {step} holdout")
-    row.update(child_holdout=child_hold.score, parent_holdout=parent.holdout.score,
-               paired=ctx.settings.accept.record(child_hold, parent.holdout).to_dict())
-    if wins(child_hold, parent.holdout, members, s.accept, ctx.settings.accept):
+    if s.accept == "paired":
+        result = race(child, parent.spec, race_schedule(holdout_tasks, ctx.race_seeds, ctx.seed + step),
+                      ctx.settings.accept, ctx.evaluator.scorer(STAGE), max_pairs=s.race_pairs,
+                      batch=ctx.settings.race_batch, labels=(f"step {step} holdout", f"step {step} parent"))
+        row.update(paired=result.to_dict(), child_holdout=result.challenger_mean,
+                   parent_holdout=result.incumbent_mean)
+        won = result.accepted
+        log.info("stage 3 step %d: %s rewrite against its parent: %s", step, role, result.summary())
+    if s.accept != "paired" or won:  # the member's slice scores (after a won race: mostly its own runs, cached)
+        child_hold = ctx.evaluator.evaluate(child, holdout_tasks, ctx.seeds, stage=STAGE,
+                                            label=f"step {step} holdout")
+    if s.accept != "paired":
+        row.update(child_holdout=child_hold.score, parent_holdout=parent.holdout.score)
+        won = wins(child_hold, parent.holdout, members, s.accept)
+    if won:
         members.append(Member(child, child_hold, parent_index, role, step))
         row["accepted"] = True
         log.info("stage 3 step %d: %s rewrite kept (held-out %.3f vs %.3f)", step, role, child_hold.score,

@@ -26,6 +26,9 @@ REPO = Path(__file__).resolve().parent.parent
 TINY = [
     "llm=scripted", HYDRA_TEST_CONF, "benchmark=toy", "backend.operators=[add,sub,mul,div]", "backend.time_budget=1", "backend.population_size=50", "backend.generations=20",
     "backend.combine_terms=false", "backend.unguided_run=false",  # the toy: see tests/doubles.py
+    # no sparse regression, in the shipped default either: its library (sin of each input, squares) holds the toy's
+    # law, which must come from the Planner's phrase or the Analyst's hint, i.e. from the optimizer's choices
+    "backend.sparse_regression=false", "optimize.stage2.bounds.sparse_regression=null",
     # the toy's SR floor stays (no operator set searched) and one pair may decide (the toy has few tasks)
     "optimize.stage2.bounds.unguided_run=null", "optimize.stage2.bounds.combine_terms=null",
     "optimize.stage2.bounds.operators=null", "optimize.accept.min_net_wins=1", "optimize.accept.alpha=1.0",
@@ -174,7 +177,7 @@ def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     out = proc.stdout
     assert re.search(r"\[\s*\d+:\d\d\] stage 1: prompt initialisation: \d+ done - planner seed: ", out), out[-2000:]
     assert "stage 2: joint search" in out and "freeze: gate and held-out tasks" in out
-    summary = out[out.index("Held-out tasks (1, 0.25 s per SR run): "):]
+    summary = out[re.search(r"Held-out tasks \(1, [0-9.]+ s per SR run\): ", out).start():]
     assert "| harness | acc_0.01 ID | acc_0.01 OOD | every point ID | every point OOD | SA |" in summary
     assert "Frozen: " in summary and "report.md" in summary and "Elapsed: " in summary
     for name in ("harness.json", "report.md", "optuna.db", "evals.db", "trace.jsonl", "score_per_stage.png",
@@ -194,6 +197,12 @@ def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     harness = FrozenHarness.load(run_dir / "harness.json")
     prov = harness.provenance
     assert prov["scores"]["baseline"]["train"] == 0.0 and prov["scores"]["init"]["train"] == 1.0
+    # what was frozen is the optimizer's: a trained stage that won its race against the shipped default (which,
+    # with the toy's floor and no phrase, cannot solve the toy), holding the phrase stage 1 found
+    assert freeze["selected_stage"] in ("init", "search", "refine") and freeze["gate"]["verdict"] == "accepted"
+    assert toy.PHRASE in harness.prompts["planner"] and harness.description() != FrozenHarness.resolve("default")
+    assert freeze["rows"]["default"]["heldout"]["score"] == 0.0 and freeze["rows"]["baseline"]["heldout"]["score"] == 0.0
+    assert freeze["rows"][freeze["selected_stage"]]["heldout"]["score"] == 1.0
     assert set(prov["solver_runs_cumulative"]) == {"init", "search", "refine"}
     assert prov["harness_llm"]["provider"] == SCRIPTED and prov["reflection_llm"] == "the harness's own model"
     assert "LLM response cache" in report and (run_dir / "llm_cache.db").exists()
@@ -253,8 +262,13 @@ def test_presets_compose_and_validate(preset):
     if preset in ("quick", "small"):  # a training shortcut for stages 1-3 only; the gate runs at a share of the solve
         assert settings.train_time_scale < 1.0 and 0.0 < settings.freeze.time_scale <= 1.0
     assert settings.seed == "initial"  # every preset starts where HarnessSR starts
-    if preset == "small":  # 8 training + 4 validation (training laws) + 8 held-out (test laws) tasks
-        assert (settings.tasks.n_train, settings.tasks.n_validation, settings.tasks.n_heldout) == (8, 4, 8)
+    # every race of the preset can accept: its pairs are at least the wins without a loss the rule needs
+    rule = settings.accept
+    for pairs in (settings.stage1.race_pairs, settings.stage3.race_pairs, settings.freeze.race_pairs):
+        assert rule.clean_wins_needed(pairs) is not None
+    assert rule.clean_wins_needed(settings.stage2.race_pairs, rule.alpha / max(1, settings.stage2.confirm_top))
+    if preset == "small":  # 16 training + 4 validation (training laws) + 8 held-out (test laws) tasks
+        assert (settings.tasks.n_train, settings.tasks.n_validation, settings.tasks.n_heldout) == (16, 4, 8)
         assert settings.freeze.heldout and settings.freeze.heldout_time_scale == 1.0  # the stage curve at 60 s
         # as measured: one task at a time, ID+OOD objective, at most 4 role calls per task in stage 2
         assert settings.task_workers == 1 and settings.score_split == "test_id+test_ood"
@@ -305,6 +319,27 @@ def test_stage_all_quick_preset_with_the_embedded_model(tmp_path):
     assert harness.llm["provider"] == "local" and harness.backend == "operon"
     report = (run_dir / "report.md").read_text()
     assert "| stage 3: refinement" in report
+    # the held-out table: the initial harness, the trained one and the shipped default, both Acc readings
+    freeze = json.loads((run_dir / "freeze.json").read_text())
+    held = {stage: row["heldout"] for stage, row in freeze["rows"].items() if row.get("heldout")}
+    assert {"baseline", "default", freeze["picked_stage"]} <= set(held)
+    for row in held.values():
+        assert {"acc_0.01_id", "acc_0.01_ood", "acc_all_0.01_id", "acc_all_0.01_ood"} <= set(row)
+    assert "| harness | acc_0.01 ID | acc_0.01 OOD | every point ID | every point OOD | SA |" in report
+    # the gate's verdict is a race's, and what is frozen follows it; thin evidence is called thin, never worse
+    gate = freeze["gate"]
+    assert gate["verdict"] in ("accepted", "behind", "cannot win", "too thin", "same")
+    assert (freeze["selected_stage"] == "default") == (gate["winner"] == "default")
+    if gate["verdict"] not in ("accepted", "same"):
+        race = gate["paired"]
+        assert race["clean_wins_needed"] is not None  # the preset gives its gate the pairs it needs to accept
+        if race["challenger_mean"] > race["incumbent_mean"]:
+            assert "too thin" in gate["reason"] and "scored higher" in gate["reason"]
+    for stage in ("init", "search", "refine"):  # every race the stages ran could have accepted
+        text = (run_dir / {"init": "stage1_init.json", "search": "stage2_search.json",
+                           "refine": "stage3_refine.json"}[stage]).read_text()
+        for needed in re.findall(r'"clean_wins_needed": (null|\d+)', text):
+            assert needed != "null", stage
 
 
 def test_two_workers_on_one_folder_finish_exactly_n_trials_and_one_harness(tmp_path):
@@ -312,6 +347,7 @@ def test_two_workers_on_one_folder_finish_exactly_n_trials_and_one_harness(tmp_p
     complete trials, no parameter set evaluated twice, one frozen harness with one digest."""
     run_dir = tmp_path / "shared"
     args = [*TINY, "optimize.stage2.n_trials=5", "optimize.stage2.bounds.repair_rounds=[0,2]",
+            "optimize.stage1.pool_size=2",  # two Planner texts: 6 distinct trials, so 5 need not repeat one
             f"hydra.run.dir={run_dir}", "stage=all"]
     cmd = [sys.executable, "-m", "optimize", *args]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -60,8 +60,11 @@ def test_stage2_switches_the_analyst_on(tmp_path):
     result = run_stage2(ctx, pool)
     assert result["n_trials_complete"] == 5
     accs = {tuple(t["workflow"]): t["acc"] for t in result["trials"] if t["state"] == "COMPLETE"}
-    assert all(acc == (1.0 if w[0] else 0.0) for w, acc in accs.items())
-    assert result["chosen"]["workflow"][0] == 1 and result["chosen"]["acc"] == 1.0
+    assert all(acc == (1.0 if w[0] else 0.0) for w, acc in accs.items())  # no SR choice is searched: the Analyst
+    assert result["chosen"]["workflow"][0] == 1 and result["chosen"]["acc"] == 1.0  # alone solves the toy
+    [race] = result["confirmation"]
+    assert race["verdict"] == "accepted" and race["wins"] == race["n"] == 3  # the 5 tasks less the 2 screened
+    assert not {tuple(p) for p in race["pairs"]} & {tuple(p) for p in result["screening_pairs"]}
     assert (tmp_path / "optuna.db").exists()
 
 
@@ -72,8 +75,9 @@ def test_stage2_adaptation_keeps_a_better_rewrite(tmp_path):
                                                         "use_synthesizer": [False], "role_samples": [1, 1],
                                                         "role_tools": [False], "sparse_regression": None}}})
     result = run_stage2(ctx, {role: [text] for role, text in ctx.base.prompts.items()})
-    assert result["chosen"]["acc"] == 0.0 and result["confirmation"][0]["note"] == "the start itself"
-    assert result["adaptation"][0]["kept"] and result["minibatch_score"] == 1.0
+    assert result["chosen"]["start"] and result["confirmation"] == []  # its one trial is the start: nothing to race
+    assert result["adaptation"][0]["kept"] and result["adaptation"][0]["verdict"] == "accepted"
+    assert result["minibatch_score"] == 1.0
     assert toy.PHRASE in result["harness"]["prompts"]["planner"]
 
 

@@ -138,6 +138,34 @@ def test_readme_is_short_current_and_inside_the_repository() -> None:
     assert not re.search(r"\bissues?\b|\bsession\b|#\d+", text, flags=re.IGNORECASE), "development notes"
 
 
+# A repository path in backticks (``scripts/x.py``, ``harness/llm/``, ``optimize/race.py::race``), or a module path
+# with an attribute after its file (``benchmarks/sources/_io.check_target``).
+NAMED_PATH = re.compile(r"`((?:harness|workflows|optimize|benchmarks|scripts|tests|docs)/[A-Za-z0-9_./-]+)"
+                        r"(?:::[\w\[\]-]+)?`")
+
+
+def _exists(named: str) -> bool:
+    path = named.rstrip("./")
+    if (ROOT / path).exists():
+        return True
+    module, _, attribute = path.rpartition(".")  # harness/sr/operon_trees._seed_individuals: a name in a file
+    return bool(attribute) and (ROOT / f"{module}.py").exists()
+
+
+def test_every_repository_path_the_docs_name_exists() -> None:
+    """The docs cannot drift from the tree: a renamed or removed file fails here, not in a reader's hands."""
+    missing = [(page.name, m.group(1)) for page in [README, *DOCS]
+               for m in NAMED_PATH.finditer(page.read_text(encoding="utf-8")) if not _exists(m.group(1))]
+    assert not missing, missing
+    assert not _exists("scripts/no_such_script.py") and _exists("benchmarks/sources/_io.check_target")
+
+
+def test_every_script_is_in_the_scripts_page() -> None:
+    page = (ROOT / "docs" / "scripts.md").read_text(encoding="utf-8")
+    absent = [p.name for p in sorted((ROOT / "scripts").glob("*.py")) if f"scripts/{p.name}" not in page]
+    assert not absent, f"docs/scripts.md does not name {absent}"
+
+
 def test_the_test_command_is_the_one_ci_runs() -> None:
     commands = [" ".join(c) for c in readme_commands(README.read_text(encoding="utf-8"))]
     assert "python -m pytest -q" in commands

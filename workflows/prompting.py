@@ -69,7 +69,7 @@ def build_messages(
     system = the task frame (task card, how to write equations), identical for every role call on a task;
     user = the role's instruction (the optimised part), then its context and output format.
     Why this order: llama.cpp (and vLLM's prefix cache) reuse the evaluated prefix of the previous prompt, so
-    every call after the first on a task pays only for its own part (scripts/bench_llm_prefix.py measures it).
+    every call after the first on a task pays only for its own part (scripts/bench_llm_local.py measures it).
     """
     system = task_frame(task)
     header = f"# Role: {role}" + (f" (mode: {mode})" if mode else "")

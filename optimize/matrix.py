@@ -1,0 +1,141 @@
+"""An outcome matrix: the recorded outcomes of harness variants on the same (task, seed) pairs, to replay the
+optimizer's decisions on instead of rerunning the solver for every protocol (as configurators are measured on
+surrogate and tabular benchmarks, AClib's).
+
+The arms span what the stages choose between (:func:`matrix_arms`): HarnessSR's initial harness, each hand-made SR
+choice of the shipped default added alone (the unguided run, the term combination, the ``pow`` operator set, the
+sparse regression), all four, the shipped default with its own prompts, and a deliberately worse variant (a tiny
+engine population). ``scripts/outcome_matrix.py`` runs them with the optimizer's own evaluator on ``lsr_like``
+*training* laws at the training seconds and writes the file this module reads: a JSON-lines file whose first line
+is a header (the command, date, machine, conditions) and every other line one (arm, task, seed) outcome with its
+per-split metrics, the best few equations of its pool and its costs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from statistics import mean
+from typing import Any, Iterable
+
+from harness.engine.vocabulary import DEFAULT_OPERATORS
+from optimize.records import split_score
+from workflows.harness import Harness, initial_harness, shipped_harness
+
+# The metrics a row keeps per test split (what the stages and the report read).
+ROW_METRICS = ("nmse", "acc_0.01", "acc_all_0.01", "acc_0.001", "frac_within_0.01")
+SPLITS = ("test_id", "test_ood")
+
+
+def matrix_arms(llm: Any = None) -> dict[str, Harness]:
+    """The variants, by name. All but ``shipped`` have the initial (generic) prompts and workflow."""
+    init = initial_harness(llm=llm)
+    shipped_choices = {"unguided_run": True, "combine_terms": True, "operators": list(DEFAULT_OPERATORS),
+                       "sparse_regression": True}
+    return {
+        "initial": init,
+        "unguided": init.with_sr_settings(unguided_run=True),
+        "combine": init.with_sr_settings(combine_terms=True),
+        "pow": init.with_sr_settings(operators=list(DEFAULT_OPERATORS)),
+        "sparse": init.with_sr_settings(sparse_regression=True),
+        "all_four": init.with_sr_settings(**shipped_choices),
+        "shipped": shipped_harness(llm=llm),
+        "tiny_population": init.with_sr_settings(population_size=20),
+    }
+
+
+@dataclass
+class Outcome:
+    """One (arm, task, seed): per-split metrics of the selected equation, the pool's best few, costs."""
+
+    arm: str
+    task: str
+    seed: int
+    domain: str = ""
+    metrics: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    equation: str | None = None
+    top: list[dict[str, Any]] = field(default_factory=list)
+    llm_calls: int = 0
+    solver_runs: int = 0
+    seconds: float = 0.0
+    status: str = "ok"
+
+    def value(self, metric: str) -> float:
+        """``metric`` (a row metric or ``log_nmse``) as the stages score it: the mean over the ID and OOD splits
+        (``optimize.records.split_score``, the evaluator's own scoring)."""
+        return split_score(self.metrics, "+".join(SPLITS), metric)[0]
+
+
+class OutcomeMatrix:
+    """Outcomes indexed by (arm, task, seed), with the header that says how they were made."""
+
+    def __init__(self, outcomes: Iterable[Outcome], header: dict[str, Any] | None = None) -> None:
+        self.header = dict(header or {})
+        self.outcomes: dict[tuple[str, str, int], Outcome] = {(o.arm, o.task, o.seed): o for o in outcomes}
+
+    @property
+    def arms(self) -> list[str]:
+        return sorted({a for a, _, _ in self.outcomes})
+
+    @property
+    def tasks(self) -> list[str]:
+        return sorted({t for _, t, _ in self.outcomes})
+
+    @property
+    def seeds(self) -> list[int]:
+        return sorted({s for _, _, s in self.outcomes})
+
+    def complete_pairs(self, arms: Iterable[str] | None = None) -> list[tuple[str, int]]:
+        """The (task, seed) pairs every arm (of ``arms``) has an outcome on."""
+        names = list(arms or self.arms)
+        return [(t, s) for t in self.tasks for s in self.seeds
+                if all((a, t, s) in self.outcomes for a in names)]
+
+    def value(self, arm: str, task: str, seed: int, metric: str) -> float:
+        return self.outcomes[(arm, task, seed)].value(metric)
+
+    def table(self, metric: str) -> dict[str, dict[tuple[str, int], float]]:
+        """arm -> (task, seed) -> value, on the complete pairs."""
+        pairs = self.complete_pairs()
+        return {a: {p: self.value(a, p[0], p[1], metric) for p in pairs} for a in self.arms}
+
+    def arm_means(self, metric: str) -> dict[str, float]:
+        return {a: mean(v.values()) for a, v in self.table(metric).items() if v}
+
+    # -- file ----------------------------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        lines = [json.dumps({"header": self.header}, sort_keys=True)]
+        for key in sorted(self.outcomes):
+            lines.append(json.dumps(asdict(self.outcomes[key]), sort_keys=True, default=_plain))
+        Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "OutcomeMatrix":
+        header: dict[str, Any] = {}
+        outcomes = []
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            data = json.loads(line)
+            if "header" in data:
+                header = data["header"]
+            else:
+                outcomes.append(Outcome(**data))
+        return cls(outcomes, header)
+
+
+def _plain(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else str(value)
+
+
+def outcome_of(arm: str, record: Any, domain: str = "") -> Outcome:
+    """A matrix row from an optimizer ``EvalRecord`` (non-finite values stored as null)."""
+    metrics = {s: {k: (float(v) if v is not None and math.isfinite(float(v)) else None)
+                   for k, v in record.metrics.get(s, {}).items() if k in ROW_METRICS}
+               for s in SPLITS if s in record.metrics}
+    top = [{k: c.get(k) for k in ("equation", "source", "valid_nmse")} for c in (record.top or [])[:3]]
+    return Outcome(arm=arm, task=record.task, seed=int(record.seed), domain=domain, metrics=metrics,
+                   equation=record.equation, top=top, llm_calls=int(record.llm_calls),
+                   solver_runs=int(record.solver_runs), seconds=round(float(record.seconds), 2), status=record.status)

@@ -1,0 +1,114 @@
+"""Run the outcome matrix: harness variants x lsr_like *training* laws x engine seeds at the training seconds.
+
+    python scripts/outcome_matrix.py [--out runs/outcome_matrix] [--per-domain 6] [--seeds 0 1]
+        [--time-scale 0.25] [--part 1/4] [--arms initial all_four ...] [--export docs/data/outcome_matrix.jsonl]
+
+The arms (``optimize.matrix.matrix_arms``: the initial harness, each hand-made SR choice alone, all four, the shipped
+default, a tiny engine population) run pair by pair on the same (task, seed) pairs with the optimizer's own
+evaluator, as ``optimize=small`` trains: SR runs at ``--time-scale`` x 60 s (0.25: 15 s), stop at an exact fit,
+the unguided run of a (task, seed) made once per engine setting and shared, the model's answers cached. Everything
+is cached in ``<out>/evals.db`` and ``<out>/llm_cache.db``: a killed run resumes, and ``--part K/N`` runs the K-th of
+N slices of the pairs, so the matrix can be built in parts. ``--export`` writes every finished (arm, task, seed) as
+the data file ``optimize.matrix.OutcomeMatrix`` reads (runs nothing new with ``--export-only``). Held-out (test)
+laws are never loaded: the tasks come from the suite's ``split=train``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import benchmarks
+from harness.llm.cache import CachedLLM
+from harness.llm.cpu_kernels import cpu_description
+from optimize.context import make_client
+from optimize.evaluation import Evaluator
+from optimize.matrix import OutcomeMatrix, matrix_arms, outcome_of
+from optimize.records import EvalRecord
+
+LLM = {"provider": "local", "model": "qwen2.5-coder-1.5b-instruct", "max_tokens": 384, "timeout_s": 120.0,
+       "max_retries": 1, "temperature": 0.7}
+
+
+def training_tasks(per_domain: int) -> list:
+    """The first ``per_domain`` training laws of each lsr_like domain (the optimizer's own draw takes from these)."""
+    tasks = benchmarks.load_suite("lsr_like", split="train", n_per_domain=per_domain, seed=0, max_rows=1000)
+    assert all(t.metadata.get("split", "train") == "train" for t in tasks), "the matrix never holds test laws"
+    return tasks
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="runs/outcome_matrix")
+    parser.add_argument("--per-domain", type=int, default=6)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--time-scale", type=float, default=0.25)
+    parser.add_argument("--part", default="1/1", help="K/N: run the K-th of N slices of the (task, seed) pairs")
+    parser.add_argument("--arms", nargs="+", default=None)
+    parser.add_argument("--export", default=None, help="write the finished outcomes to this data file")
+    parser.add_argument("--export-only", action="store_true")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    arms = matrix_arms(LLM)
+    if args.arms:
+        arms = {k: v for k, v in arms.items() if k in args.arms}
+    tasks = training_tasks(args.per_domain)
+    pairs = [(t, s) for s in args.seeds for t in tasks]  # seed-major: a first seed over every task comes first
+    k, n = (int(x) for x in args.part.split("/"))
+    mine = pairs[(k - 1) * len(pairs) // n : k * len(pairs) // n]  # contiguous: part 1/2 is the first seed
+    llm = CachedLLM(make_client(LLM), out / "llm_cache.db")
+    evaluator = Evaluator(out, llm, metric="log_nmse", score_split="test_id+test_ood", time_scale=args.time_scale,
+                          stop_at_exact=True, keep_run_dirs=False)
+    started = time.time()
+    try:
+        if not args.export_only:
+            for i, (task, seed) in enumerate(mine):
+                for name, spec in arms.items():  # pair-major: a busy machine slows a pair's arms alike
+                    record = evaluator.evaluate_one(spec, task, seed, stage="matrix", label=name)
+                    print(f"[{i + 1}/{len(mine)} {time.time() - started:6.0f} s] {name:16s} {task.name} s{seed}: "
+                          f"log_nmse {record.score:6.2f} ({record.seconds:.0f} s{', cached' if record.cached else ''})",
+                          flush=True)
+    finally:
+        llm.close()
+    if args.export:
+        export(evaluator, arms, tasks, args, Path(args.export))
+    return 0
+
+
+def export(evaluator: Evaluator, arms: dict, tasks: list, args: argparse.Namespace, path: Path) -> None:
+    """Every (arm, task, seed) in the cache, as the matrix data file, with a header that says how it was made."""
+    outcomes = []
+    for task in tasks:
+        for seed in args.seeds:
+            for name, spec in arms.items():
+                held = evaluator.cache.get(evaluator.as_run(spec).identity_digest, task.fingerprint(), seed)
+                if held is not None:
+                    outcomes.append(outcome_of(name, EvalRecord.from_dict(held), domain=task.domain))
+    run = (f"python scripts/outcome_matrix.py --out {shlex.quote(args.out)} --per-domain {args.per_domain} --seeds "
+           f"{' '.join(map(str, args.seeds))} --time-scale {args.time_scale:g}"
+           + (f" --arms {' '.join(args.arms)}" if args.arms else ""))
+    header = {
+        "command": run,  # what made the outcomes (in parts: add --part K/N); --export writes this file from its cache
+        "created": time.strftime("%Y-%m-%d"),
+        "machine": f"{cpu_description()['model']}, {os.cpu_count()} cores",
+        "suite": "lsr_like, split=train (training laws only)", "per_domain": args.per_domain, "seeds": args.seeds,
+        "time_scale": args.time_scale, "sr_seconds_per_run": 60 * args.time_scale, "stop_at_exact": True,
+        "llm": LLM, "arms": {name: spec.identity_digest for name, spec in arms.items()},
+        "tasks": [t.name for t in tasks],
+    }
+    matrix = OutcomeMatrix(outcomes, header)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    matrix.save(path)
+    print(f"wrote {len(outcomes)} outcomes ({len(matrix.complete_pairs())} complete pairs of {len(arms)} arms) to "
+          f"{path}")
+    print(json.dumps({a: round(v, 3) for a, v in matrix.arm_means("log_nmse").items()}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
