@@ -10,7 +10,7 @@ solves (:class:`MatrixScorer`; an (arm, pair) is paid once, as the evaluator's c
 * stage 2 as a whole: an Optuna TPE search over the matrix's arms from a start, then confirmation, today's
   (:func:`stage2_paired`: minibatch means, the best two confirmed on fixed pairs by the paired rule) and the racing
   one the stage runs (:func:`stage2_race`: screening with drops, the best raced on the rest at alpha / k), with the
-  same functions the stage calls (``optimize.stage2.screen_trial``, ``confirm_by_race``);
+  same functions the stage calls (``optimize.screening.screen_trial``, ``confirm_by_race``);
 * SMAC3's ``AlgorithmConfigurationFacade`` on the same arms, pairs and budget (:func:`stage2_smac`, optional extra).
 
 Nulls: a two-arm null races an arm against itself on another engine seed of the same task (the same harness run
@@ -248,7 +248,7 @@ def stage2_paired(table: Table, start: str, arms: Sequence[str], world: World, p
 def stage2_race(table: Table, start: str, arms: Sequence[str], world: World, p: Stage2Protocol, seed: int
                 ) -> tuple[str, int]:
     """The racing stage 2 (after), through the stage's own screening and confirmation functions."""
-    from optimize.stage2 import confirm_by_race, eligible, screen_trial, screening_gain, uninformative_tasks
+    from optimize.screening import confirm_by_race, eligible, screen_trial, screening_gain, uninformative_tasks
 
     rule = p.race or RaceRule()
     scorer = MatrixScorer(table, p.budget)

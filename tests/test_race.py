@@ -24,7 +24,7 @@ from optimize.replay import (
     two_arm_rate,
     with_other_seed,
 )
-from optimize.stage2 import eligible, uninformative_tasks
+from optimize.screening import eligible, uninformative_tasks
 
 TASKS = [f"t{i:02d}" for i in range(24)]
 SEEDS = [0, 1]
