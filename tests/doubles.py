@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from harness.engine.task import Task
-from harness.llm.base import LLMClient, LLMError, LLMResponse, Message, ToolCall
+from harness.llm.base import CompletionRequest, LLMClient, LLMError, LLMResponse, ToolCall
 from harness.llm.config import LLMConfig
 from workflows.roles import ROLE_NAMES, AnalystOutput, DiagnosisOutput, output_model
 
@@ -133,13 +133,14 @@ class ScriptedLLM(LLMClient):
             self._pos += 1
             return item
 
-    def _complete(self, messages: list[Message], **request: Any) -> list[LLMResponse]:
+    def _complete(self, request: CompletionRequest) -> list[LLMResponse]:
+        options = request.options()
         with self._lock:
-            self.requests.append({"messages": copy.deepcopy(messages), **copy.deepcopy(request)})
+            self.requests.append({"messages": copy.deepcopy(request.messages), **copy.deepcopy(options)})
         out = []
-        for i in range(request["n"]):
+        for i in range(request.n):
             if self._fn is not None:
-                item = self._fn(messages, sample_index=i, **request)
+                item = self._fn(request.messages, sample_index=i, **options)
             else:
                 item = self._next_item()
             if isinstance(item, LLMError):

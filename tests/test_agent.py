@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import threading
@@ -198,8 +199,8 @@ def test_response_count_is_bounded_by_rclk(task, tmp_path, shape):
 
 def test_fewer_samples_than_asked_are_topped_up(task, tmp_path):
     class OneAtATime(ScriptedLLM):
-        def _complete(self, messages, **request):
-            return super()._complete(messages, **{**request, "n": 1})
+        def _complete(self, request):
+            return super()._complete(dataclasses.replace(request, n=1))
 
     llm = OneAtATime(fn=lambda messages, sample_index=0, **r: "no tools")
     result = make_agent(task, llm, tmp_path, L=2, K=3).run()
@@ -251,7 +252,7 @@ def test_dead_llm_server_ends_the_run_cleanly(task, tmp_path):
 
 def test_dead_llm_from_the_start(task, tmp_path):
     class Dead(ScriptedLLM):
-        def _complete(self, messages, **request):
+        def _complete(self, request):
             raise LLMError("http://localhost:8000: failed after 4 tries (connection refused)")
 
     result = make_agent(task, Dead(["unused"]), tmp_path, R=2, L=2).run()

@@ -33,6 +33,17 @@ def test_hit_miss_and_settings_that_change_the_answer(tmp_path) -> None:
     assert llm.stats()["stored"] == 5
 
 
+def test_the_key_of_a_request_is_the_one_older_cache_files_hold(tmp_path) -> None:
+    """Run folders keep their llm_cache.db across versions: a key that changed would pay every answer again."""
+    from harness.llm.base import CompletionRequest
+
+    llm = CachedLLM(ScriptedLLM(["a"]), tmp_path / "c.db")
+    request = CompletionRequest([{"role": "user", "content": "hi"}], seed=3, n=2, stop=["x"],
+                                response_format={"type": "json_object"})
+    assert llm.key(request) == "bb31519db8691ccaa21d2eb73818229c4753f9800564f455d375f86908ee8328"
+    assert llm.key(CompletionRequest(request.messages)) is None  # no seed: never cached
+
+
 def test_a_second_process_reuses_the_file_and_another_model_does_not(tmp_path) -> None:
     calls: list = []
     CachedLLM(counting(calls), tmp_path / "c.db").complete(MSGS, seed=1)
@@ -54,7 +65,7 @@ def test_errors_are_not_cached(tmp_path) -> None:
     calls: list = []
 
     class Flaky(ScriptedLLM):
-        def _complete(self, messages, **kw):
+        def _complete(self, request):
             calls.append(1)
             return [LLMResponse(error="boom")] if len(calls) == 1 else [LLMResponse(text="fine")]
 

@@ -290,6 +290,16 @@ def test_n_is_topped_up_when_server_returns_fewer_choices() -> None:
     assert client.usage.responses == 5
 
 
+def test_calls_without_a_seed_take_the_next_seeds_from_the_configured_one() -> None:
+    """One seed counter for every client (``LLMClient.seeds``): reproducible runs whose samples still differ."""
+    with FakeServer(lambda body, i: (200, completion("x", n=body.get("n", 1)), 0)) as srv:
+        client = make_llm({"provider": "openai", "model": "m", "base_url": srv.base_url, "seed": 7})
+        client.complete(USER, n=2)
+        client.complete(USER)
+        client.complete(USER, seed=100)
+        assert [r["seed"] for r in srv.requests] == [7, 9, 100]
+
+
 def test_n_parameter_used_when_supported() -> None:
     with FakeServer(lambda body, i: (200, completion("x", n=body.get("n", 1)), 0)) as srv:
         client = client_for(srv.base_url)

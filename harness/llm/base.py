@@ -19,7 +19,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Literal, TypeVar
 
 T = TypeVar("T")
@@ -227,16 +227,74 @@ def call_with_retries(
             sleep(wait)
 
 
+# -- the request ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """One ``complete`` call, as every client receives it: the only spelling of its parameters below
+    :meth:`LLMClient.complete`. ``None`` fields fall back to the client's configured defaults."""
+
+    messages: list[Message]
+    tools: list[dict[str, Any]] | None = None
+    response_format: dict[str, Any] | None = None
+    n: int = 1
+    temperature: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    stop: list[str] | str | None = None
+    tool_choice: str | dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, call: dict[str, Any]) -> "CompletionRequest":
+        """The request of ``complete(**call)`` (its ``timeout_s`` is the call's, not the request's)."""
+        return cls(**{k: v for k, v in call.items() if k != "timeout_s"})
+
+    def options(self) -> dict[str, Any]:
+        """Everything but the messages, as keywords of :meth:`LLMClient.complete` (caches key on them)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "messages"}
+
+    def stops(self) -> list[str]:
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+
+    def uses_tools(self) -> bool:
+        return bool(self.tools) and self.tool_choice != "none"
+
+    def with_seed(self, seed: int) -> "CompletionRequest":
+        return replace(self, seed=seed)
+
+
+class SeedCounter:
+    """Seeds for calls that name none: the configured seed advanced by the samples each call draws, so a run is
+    reproducible and its samples still differ. Thread-safe (branches call concurrently)."""
+
+    def __init__(self, start: int = 0) -> None:
+        self.start = int(start)
+        self._used = 0
+        self._lock = threading.Lock()
+
+    def next(self, seed: int | None, n: int = 1) -> int:
+        """``seed`` when given, else the next ``n`` seeds' first."""
+        if seed is not None:
+            return seed
+        with self._lock:
+            first = self.start + self._used
+            self._used += n
+            return first
+
+
 # -- the client interface -------------------------------------------------------------------------------------------
 
 
 class LLMClient(ABC):
-    """A chat model. Subclasses implement :meth:`_complete`; :meth:`complete` adds accounting."""
+    """A chat model. Subclasses implement :meth:`_complete` (one :class:`CompletionRequest`); :meth:`complete`
+    builds the request and adds the deadline and the accounting (:meth:`send`)."""
 
     provider: str = ""
 
-    def __init__(self) -> None:
+    def __init__(self, seed: int = 0) -> None:
         self.usage = UsageCounter()
+        self.seeds = SeedCounter(seed)
 
     @property
     def description(self) -> str:
@@ -269,6 +327,14 @@ class LLMClient(ABC):
         """
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
+        request = CompletionRequest(messages, tools=tools, response_format=response_format, n=n,
+                                    temperature=temperature, max_tokens=max_tokens, seed=seed, stop=stop,
+                                    tool_choice=tool_choice)
+        return self.send(request, timeout_s=timeout_s)
+
+    def send(self, request: CompletionRequest, *, timeout_s: float | None = None) -> list[LLMResponse]:
+        """:meth:`complete` for a built request: the call's deadline (``timeout_s``) and the accounting around
+        :meth:`_complete`. Wrappers (the response cache) override this, not ``complete``."""
         start = time.perf_counter()
         token = None
         if timeout_s is not None:
@@ -277,17 +343,7 @@ class LLMClient(ABC):
                 raise LLMError(f"{self.description}: no time left for the call (deadline reached)", retryable=False)
             token = _DEADLINE.set(time.monotonic() + float(timeout_s))
         try:
-            responses = self._complete(
-                messages,
-                tools=tools,
-                response_format=response_format,
-                n=n,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                seed=seed,
-                stop=stop,
-                tool_choice=tool_choice,
-            )
+            responses = self._complete(request)
         except LLMError:
             self.usage.add(calls=1, failures=1, seconds=time.perf_counter() - start)
             raise
@@ -298,19 +354,8 @@ class LLMClient(ABC):
         return responses
 
     @abstractmethod
-    def _complete(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[dict[str, Any]] | None,
-        response_format: dict[str, Any] | None,
-        n: int,
-        temperature: float | None,
-        max_tokens: int | None,
-        seed: int | None,
-        stop: list[str] | str | None,
-        tool_choice: str | dict[str, Any] | None,
-    ) -> list[LLMResponse]: ...
+    def _complete(self, request: CompletionRequest) -> list[LLMResponse]:
+        """The provider's answer to one request (``request.seed`` may be None: :attr:`seeds` resolves it)."""
 
     def complete_many(
         self, requests: list[dict[str, Any]], max_workers: int = 8, *, raise_errors: bool = False

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.engine.sqlitedb import connect
-from harness.llm.base import LLMClient, LLMResponse, Message, ToolCall
+from harness.llm.base import CompletionRequest, LLMClient, LLMResponse, ToolCall
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -70,51 +70,47 @@ class CachedLLM(LLMClient):
     def description(self) -> str:
         return f"{self.inner.description} (cached in {self.path.name})"
 
-    def key(self, messages: list[Message], **request: Any) -> str | None:
+    def key(self, request: CompletionRequest) -> str | None:
         """The cache key of a request, or ``None`` when it must not be cached (no seed)."""
-        if request.get("seed") is None:
+        if request.seed is None:
             return None
-        config = self.config
-        resolved = dict(request)
-        if resolved.get("temperature") is None:
-            resolved["temperature"] = getattr(config, "temperature", None)
-        if resolved.get("max_tokens") is None:
-            resolved["max_tokens"] = getattr(config, "max_tokens", None)
-        resolved.pop("timeout_s", None)  # how long we wait does not change the answer
-        blob = json.dumps({"model": model_identity(self.inner), "messages": messages, **resolved},
+        resolved = request.options()
+        if resolved["temperature"] is None:
+            resolved["temperature"] = getattr(self.config, "temperature", None)
+        if resolved["max_tokens"] is None:
+            resolved["max_tokens"] = getattr(self.config, "max_tokens", None)
+        blob = json.dumps({"model": model_identity(self.inner), "messages": request.messages, **resolved},
                           sort_keys=True, default=str, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()
 
-    def _complete(self, messages: list[Message], **request: Any) -> list[LLMResponse]:
-        key = self.key(messages, **request)
+    def send(self, request: CompletionRequest, *, timeout_s: float | None = None) -> list[LLMResponse]:
+        """As :meth:`LLMClient.send`; a hit returns the stored answer without calling the model (how long the
+        call may wait, ``timeout_s``, does not change the answer, so it is not in the key)."""
+        start = time.perf_counter()
+        key = self.key(request)
+        row = None
         if key is not None:
             with self._lock, self._conn:
                 row = self._conn.execute("SELECT responses FROM responses WHERE key = ?", (key,)).fetchone()
                 if row is not None:
                     self._conn.execute("INSERT INTO hits VALUES (?, 1, ?)", (os.getpid(), time.time()))
-            if row is not None:
-                self.hits += 1
-                return [_response(r) for r in json.loads(row[0])]
-        responses = self.inner.complete(messages, **request)
-        self.misses += 1
-        if key is not None and not any(r.error for r in responses):
-            payload = json.dumps([asdict(r) for r in responses], default=str)
-            with self._lock, self._conn:
-                self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)",
-                             (key, json.dumps(model_identity(self.inner), sort_keys=True), payload, time.time()))
-        return responses
-
-    def complete(self, messages: list[Message], *, timeout_s: float | None = None, **request: Any) -> list[LLMResponse]:
-        """As :meth:`LLMClient.complete`; a hit returns the stored answer without calling the model."""
-        request.setdefault("tools", None)
-        request.setdefault("response_format", None)
-        request.setdefault("n", 1)
-        for name in ("temperature", "max_tokens", "seed", "stop", "tool_choice"):
-            request.setdefault(name, None)
-        start = time.perf_counter()
-        responses = self._complete(messages, timeout_s=timeout_s, **request)
+        if row is not None:
+            self.hits += 1
+            responses = [_response(r) for r in json.loads(row[0])]
+        else:
+            responses = self.inner.send(request, timeout_s=timeout_s)
+            self.misses += 1
+            if key is not None and not any(r.error for r in responses):
+                payload = json.dumps([asdict(r) for r in responses], default=str)
+                with self._lock, self._conn:
+                    self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)",
+                                       (key, json.dumps(model_identity(self.inner), sort_keys=True), payload,
+                                        time.time()))
         self.usage.record(responses, time.perf_counter() - start)
         return responses
+
+    def _complete(self, request: CompletionRequest) -> list[LLMResponse]:
+        return self.send(request)
 
     def export_rows(self) -> list[tuple[str, str, str, float]]:
         """Every stored answer as ``(key, model, responses, created)``: how a remote solve hands the answers it

@@ -35,6 +35,7 @@ import jsonschema
 
 from harness.engine.resources import engine_runs_active
 from harness.llm.base import (
+    CompletionRequest,
     LLMClient,
     LLMError,
     LLMResponse,
@@ -118,15 +119,13 @@ class LocalLlamaClient(LLMClient):
     provider = "local"
 
     def __init__(self, config: LLMConfig | None = None) -> None:
-        super().__init__()
         self.config = config or LLMConfig()
+        super().__init__(seed=self.config.seed)
         self.model_path = self.config.model_path or None  # resolved lazily: a missing package fails on use
         self.max_string = int(self.config.extra.get("max_string", DEFAULT_MAX_STRING))
         self.max_items = int(self.config.extra.get("max_items", DEFAULT_MAX_ITEMS))
         self.timeout_s = float(self.config.timeout_s if "timeout_s" in self.config.model_fields_set
                                else LOCAL_TIMEOUT_S)
-        self._seed_lock = threading.Lock()
-        self._seed_counter = 0
 
     @property
     def description(self) -> str:
@@ -160,34 +159,15 @@ class LocalLlamaClient(LLMClient):
             return int(self.config.n_threads)
         return max(1, self.max_threads() - engine_runs_active())
 
-    def _next_seed(self, seed: int | None, n: int) -> int:
-        if seed is not None:
-            return seed
-        with self._seed_lock:
-            base = self.config.seed + self._seed_counter
-            self._seed_counter += n
-            return base
-
-    def _complete(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[dict[str, Any]] | None,
-        response_format: dict[str, Any] | None,
-        n: int,
-        temperature: float | None,
-        max_tokens: int | None,
-        seed: int | None,
-        stop: list[str] | str | None,
-        tool_choice: str | dict[str, Any] | None,
-    ) -> list[LLMResponse]:
-        msgs = _plain_messages(messages_as_text(messages, style="json"))
+    def _complete(self, request: CompletionRequest) -> list[LLMResponse]:
+        msgs = _plain_messages(messages_as_text(request.messages, style="json"))
         schema: dict[str, Any] | None = None
-        tool_mode = bool(tools) and tool_choice != "none"
+        tool_mode = request.uses_tools()
+        response_format = request.response_format
         if tool_mode:
-            tools = list(tools or [])
-            if isinstance(tool_choice, dict):
-                wanted = tool_choice.get("function", {}).get("name")
+            tools = list(request.tools or [])
+            if isinstance(request.tool_choice, dict):
+                wanted = request.tool_choice.get("function", {}).get("name")
                 tools = [t for t in tools if t["function"]["name"] == wanted] or tools
             msgs = add_system_text(msgs, JSONToolParser(constrain=True).format_tools(tools)["system"])
             schema = tool_call_schema(tools)
@@ -202,19 +182,19 @@ class LocalLlamaClient(LLMClient):
         elif response_format and response_format.get("type") == "json_object":
             grammar_format = {"type": "json_object"}
 
-        base_seed = self._next_seed(seed, n)
+        base_seed = self.seeds.next(request.seed, request.n)
         llama, lock = self._model()
         out = []
-        for i in range(n):
+        for i in range(request.n):
             response = self._generate(
                 llama,
                 lock,
                 msgs,
                 grammar_format=grammar_format,
-                temperature=self.config.temperature if temperature is None else temperature,
-                max_tokens=self.config.max_tokens if max_tokens is None else max_tokens,
+                temperature=self.config.temperature if request.temperature is None else request.temperature,
+                max_tokens=self.config.max_tokens if request.max_tokens is None else request.max_tokens,
                 seed=base_seed + i,
-                stop=[stop] if isinstance(stop, str) else list(stop or []),
+                stop=request.stops(),
             )
             if schema is not None:
                 _check_json(response, schema, tool_mode)

@@ -20,16 +20,15 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from harness.llm.base import (
+    CompletionRequest,
     LLMClient,
     LLMError,
     LLMResponse,
-    Message,
     RetryPolicy,
     ToolCall,
     call_with_retries,
@@ -63,7 +62,7 @@ class OpenAIClient(LLMClient):
     provider = "openai"
 
     def __init__(self, config: LLMConfig) -> None:
-        super().__init__()
+        super().__init__(seed=config.seed)
         import openai
 
         self._openai = openai
@@ -84,8 +83,6 @@ class OpenAIClient(LLMClient):
         self.supports_n: bool | None = config.extra.get("supports_n")
         self.max_parallel = int(config.extra.get("max_parallel", 8))
         self.extra_body: dict[str, Any] | None = config.extra.get("extra_body")
-        self._seed_lock = threading.Lock()
-        self._seed_counter = 0
 
     @property
     def description(self) -> str:
@@ -189,15 +186,6 @@ class OpenAIClient(LLMClient):
         return out
 
     # -- n samples ------------------------------------------------------------------------------------------------
-    def _next_seed(self, seed: int | None, n: int) -> int:
-        """Explicit seed, else the configured seed advanced per call: reproducible runs, yet distinct samples."""
-        if seed is not None:
-            return seed
-        with self._seed_lock:
-            base = self.config.seed + self._seed_counter
-            self._seed_counter += n
-            return base
-
     def _sample(self, kwargs: dict[str, Any], n: int, seed: int, *, probing: bool) -> list[LLMResponse]:
         if n == 1 or self.supports_n is False:
             got = self._request({**kwargs, "seed": seed}, probing=probing)
@@ -219,31 +207,18 @@ class OpenAIClient(LLMClient):
         return got + extra
 
     # -- complete -------------------------------------------------------------------------------------------------
-    def _complete(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[dict[str, Any]] | None,
-        response_format: dict[str, Any] | None,
-        n: int,
-        temperature: float | None,
-        max_tokens: int | None,
-        seed: int | None,
-        stop: list[str] | str | None,
-        tool_choice: str | dict[str, Any] | None,
-    ) -> list[LLMResponse]:
+    def _complete(self, request: CompletionRequest) -> list[LLMResponse]:
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "messages": list(messages),
-            "temperature": self.config.temperature if temperature is None else temperature,
-            "max_tokens": self.config.max_tokens if max_tokens is None else max_tokens,
+            "messages": list(request.messages),
+            "temperature": self.config.temperature if request.temperature is None else request.temperature,
+            "max_tokens": self.config.max_tokens if request.max_tokens is None else request.max_tokens,
         }
-        if stop:
-            kwargs["stop"] = stop
-        seed = self._next_seed(seed, n)
-        use_tools = bool(tools) and tool_choice != "none"
-        if use_tools:
-            return self._complete_tools(kwargs, tools or [], tool_choice, n, seed)
+        if request.stop:
+            kwargs["stop"] = request.stop
+        n, seed, response_format = request.n, self.seeds.next(request.seed, request.n), request.response_format
+        if request.uses_tools():
+            return self._complete_tools(kwargs, request.tools or [], request.tool_choice, n, seed)
         schema = schema_from_response_format(response_format)
         if response_format is None:
             return self._sample(kwargs, n, seed, probing=False)

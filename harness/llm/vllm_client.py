@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.llm.base import (
+    CompletionRequest,
     LLMClient,
     LLMError,
     LLMResponse,
@@ -92,7 +93,7 @@ class VLLMClient(LLMClient):
     provider = "vllm"
 
     def __init__(self, config: LLMConfig) -> None:
-        super().__init__()
+        super().__init__(seed=config.seed)
         if not config.model:
             raise ValueError("provider 'vllm' needs config.model (a Hugging Face model id or a local path)")
         self.config = config
@@ -102,8 +103,6 @@ class VLLMClient(LLMClient):
         self._engine: Any = None
         self._started_in_call = False
         self._lock = threading.Lock()  # one generate() at a time; batching happens inside vLLM
-        self._seed_lock = threading.Lock()
-        self._seed_counter = 0
 
     @property
     def description(self) -> str:
@@ -157,30 +156,12 @@ class VLLMClient(LLMClient):
         kwargs.update(structured_output_kwargs(schema, json_object=json_object))
         return self._vllm.SamplingParams(**kwargs)
 
-    def _seed(self, seed: int | None) -> int:
-        if seed is not None:
-            return seed
-        with self._seed_lock:
-            self._seed_counter += 1
-            return self.config.seed + self._seed_counter - 1
-
-    def prepare(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[dict[str, Any]] | None = None,
-        response_format: dict[str, Any] | None = None,
-        n: int = 1,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-        stop: list[str] | str | None = None,
-        tool_choice: str | dict[str, Any] | None = None,
-    ) -> _Prepared:
-        """Translate one ``complete`` request (public so the translation can be tested without an engine)."""
-
-        common = dict(n=n, temperature=temperature, max_tokens=max_tokens, seed=self._seed(seed), stop=stop)
-        if tools and tool_choice != "none":
+    def prepare(self, request: CompletionRequest) -> _Prepared:
+        """Translate one request (public so the translation can be tested without an engine)."""
+        common = dict(n=request.n, temperature=request.temperature, max_tokens=request.max_tokens,
+                      seed=self.seeds.next(request.seed, request.n), stop=request.stop)
+        tools, tool_choice, messages = request.tools, request.tool_choice, request.messages
+        if request.uses_tools():
             if isinstance(tool_choice, dict):
                 wanted = tool_choice.get("function", {}).get("name")
                 tools = [t for t in tools if t["function"]["name"] == wanted] or tools
@@ -189,6 +170,7 @@ class VLLMClient(LLMClient):
             system = JSONToolParser(constrain=True).format_tools(tools)["system"]
             msgs = add_system_text(messages_as_text(messages, style="json"), system)
             return _Prepared(msgs, self.sampling_params(**common, schema=tool_call_schema(tools)), None, "json")
+        response_format = request.response_format
         schema = schema_from_response_format(response_format)
         json_object = bool(response_format) and response_format.get("type") == "json_object"
         msgs = messages_as_text(messages)
@@ -229,8 +211,8 @@ class VLLMClient(LLMClient):
                 results[i] = _convert(output, prepared[i].read_tools, latency)
         return results
 
-    def _complete(self, messages: list[Message], **request: Any) -> list[LLMResponse]:
-        return self._run([self.prepare(messages, **request)])[0]
+    def _complete(self, request: CompletionRequest) -> list[LLMResponse]:
+        return self._run([self.prepare(request)])[0]
 
     def complete_many(
         self, requests: list[dict[str, Any]], max_workers: int = 8, *, raise_errors: bool = False
@@ -240,7 +222,7 @@ class VLLMClient(LLMClient):
             return []
         start = time.perf_counter()
         try:
-            results = self._run([self.prepare(**r) for r in requests])
+            results = self._run([self.prepare(CompletionRequest.of(r)) for r in requests])
         except LLMError as exc:
             self.usage.add(calls=len(requests), failures=len(requests), seconds=time.perf_counter() - start)
             if raise_errors:
