@@ -17,7 +17,8 @@ solver execution is repeated across stages or after a resume. CLI: ``python -m o
 """
 
 from optimize.context import OptimizeContext, build_context
-from optimize.evaluation import EvalRecord, EvalSummary, Evaluator, StageBudgetSpent
+from optimize.evaluation import Evaluator, StageBudgetSpent
+from optimize.records import EvalRecord, EvalSummary
 from optimize.pipeline import run_pipeline, run_stage
 from optimize.settings import OptimizeSettings
 

@@ -24,23 +24,21 @@ import math
 import re
 import threading
 import time
-from dataclasses import dataclass, fields
 from pathlib import Path
-from statistics import mean, median
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from harness.app.executor import ExecutorError, LocalExecutor, SolveExecutor
 from harness.app.remote import absorb
 from harness.llm.cache import CachedLLM
 from optimize.cache import EvalCache
-from optimize.records import (  # noqa: F401 - re-exported: the record types live with the evaluator's API
-    SCORE_SPLITS,
-    TOP_K,
+from optimize.records import (
     UNCACHED,
     EvalRecord,
+    EvalSummary,
     build_record,
     exception_record,
     split_score,
+    summarize,
     task_key,
 )
 from optimize.race import Scorer, StopRace
@@ -56,50 +54,6 @@ STAGES = (*STAGE_ORDER, "freeze")  # freeze: report-only runs, paid apart from t
 
 class StageBudgetSpent(RuntimeError):
     """The stage has used its solver-execution budget; stop and keep what was found."""
-
-
-@dataclass
-class EvalSummary:
-    """A harness on a task set: mean score and costs, per-task scores (for Pareto sets) and the records."""
-
-    digest: str
-    score: float
-    per_task: dict[str, float]
-    records: list[EvalRecord]
-    nmse_median: float
-    llm_calls_per_task: float
-    solver_runs_per_task: float
-    seconds_per_task: float
-    new_solver_runs: int
-    n_cached: int
-    n_new: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """Everything but the records (those live in the cache and trace.jsonl)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
-
-
-def summarize(digest: str, records: list[EvalRecord]) -> EvalSummary:
-    """Mean over tasks of the mean over seeds; costs per task are means over runs."""
-    by_task: dict[str, list[float]] = {}
-    for rec in records:
-        by_task.setdefault(rec.task, []).append(rec.score)
-    per_task = {task: mean(scores) for task, scores in by_task.items()}
-    finite = [r.nmse for r in records if math.isfinite(r.nmse)]
-    n = max(1, len(records))
-    return EvalSummary(
-        digest=digest,
-        score=mean(per_task.values()) if per_task else 0.0,
-        per_task=per_task,
-        records=records,
-        nmse_median=median(finite) if finite else math.inf,
-        llm_calls_per_task=sum(r.llm_calls for r in records) / n,
-        solver_runs_per_task=sum(r.solver_runs for r in records) / n,
-        seconds_per_task=sum(r.seconds for r in records) / n,
-        new_solver_runs=sum(r.solver_runs for r in records if not r.cached),
-        n_cached=sum(1 for r in records if r.cached),
-        n_new=sum(1 for r in records if not r.cached),
-    )
 
 
 def _safe_name(text: str) -> str:

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from optimize.evaluation import EvalRecord
+from optimize.records import EvalRecord
 
 log = logging.getLogger(__name__)
 

@@ -23,15 +23,13 @@ from typing import Any
 from harness.app.artifact import FrozenHarness
 from optimize.context import OptimizeContext
 from optimize.race import race, race_schedule
+from optimize.report_format import CURVE, TITLES
 from optimize.settings import STAGE_ORDER
 from workflows.harness import Harness, hand_made_choices
 from workflows.identity import llm_identity
 
 log = logging.getLogger(__name__)
 STAGE = "freeze"
-STAGE_TITLES = {"baseline": "starting harness", "init": "stage 1 (prompt init)", "search": "stage 2 (joint search)",
-                "refine": "stage 3 (reflective refinement)", "default": "shipped default"}
-CURVE = (*STAGE_ORDER, "default")  # the rows of the held-out stage curve: the stages, then the reference
 
 
 def save_once(frozen: FrozenHarness, path: Any) -> FrozenHarness:
@@ -148,7 +146,7 @@ def evaluate_stages(ctx: OptimizeContext, specs: dict[str, Harness], picked: str
     for stage, spec in curve.items():
         if stage not in train and stage not in held:
             continue
-        rows[stage] = {"title": STAGE_TITLES[stage], "digest": spec.identity_digest,
+        rows[stage] = {"title": TITLES[stage], "digest": spec.identity_digest,
                        "workflow": list(spec.workflow.as_tuple()), "sr_choices": hand_made_choices(spec),
                        "train": _row(train.get(stage), ctx.tasks.train),
                        "heldout": _row(held.get(stage), ctx.tasks.heldout)}
@@ -262,7 +260,7 @@ def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
     }
     frozen = FrozenHarness.from_harness(spec.with_changes(llm=llm_identity(ctx.llm_config)), provenance)
     frozen = save_once(frozen, ctx.folder.harness_path)
-    log.info("froze the %s harness (%s) to %s", STAGE_TITLES.get(final, final), frozen.digest, ctx.folder.harness_path)
+    log.info("froze the %s harness (%s) to %s", TITLES.get(final, final), frozen.digest, ctx.folder.harness_path)
     return {"stage": STAGE, "start": ctx.settings.seed, "selected_stage": final, "picked_stage": picked,
             "gate": verdict, "train_time_scale": ctx.settings.train_time_scale,
             "heldout_time_scale": f.heldout_time_scale,

@@ -7,7 +7,8 @@ or on a Ray worker (``optimize.remote``) - and both must produce the same record
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from statistics import mean, median
 from pathlib import Path
 from typing import Any
 
@@ -181,4 +182,48 @@ def exception_record(spec: Harness, task: Any, seed: int, stage: str, label: str
         metric=metric, split=score_split, seconds=seconds, status="exception",
         errors=[f"{type(exc).__name__}: {exc}"[:500]], run_dir=str(run_dir) if run_dir else None, label=label,
         worker=worker_info().to_dict(), cached=False,
+    )
+
+
+@dataclass
+class EvalSummary:
+    """A harness on a task set: mean score and costs, per-task scores (for Pareto sets) and the records."""
+
+    digest: str
+    score: float
+    per_task: dict[str, float]
+    records: list[EvalRecord]
+    nmse_median: float
+    llm_calls_per_task: float
+    solver_runs_per_task: float
+    seconds_per_task: float
+    new_solver_runs: int
+    n_cached: int
+    n_new: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but the records (those live in the cache and trace.jsonl)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
+
+
+def summarize(digest: str, records: list[EvalRecord]) -> EvalSummary:
+    """Mean over tasks of the mean over seeds; costs per task are means over runs."""
+    by_task: dict[str, list[float]] = {}
+    for rec in records:
+        by_task.setdefault(rec.task, []).append(rec.score)
+    per_task = {task: mean(scores) for task, scores in by_task.items()}
+    finite = [r.nmse for r in records if math.isfinite(r.nmse)]
+    n = max(1, len(records))
+    return EvalSummary(
+        digest=digest,
+        score=mean(per_task.values()) if per_task else 0.0,
+        per_task=per_task,
+        records=records,
+        nmse_median=median(finite) if finite else math.inf,
+        llm_calls_per_task=sum(r.llm_calls for r in records) / n,
+        solver_runs_per_task=sum(r.solver_runs for r in records) / n,
+        seconds_per_task=sum(r.seconds for r in records) / n,
+        new_solver_runs=sum(r.solver_runs for r in records if not r.cached),
+        n_cached=sum(1 for r in records if r.cached),
+        n_new=sum(1 for r in records if not r.cached),
     )

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from optimize.context import OptimizeContext
-from optimize.evaluation import EvalSummary, StageBudgetSpent
+from optimize.evaluation import StageBudgetSpent
+from optimize.records import EvalSummary
 from optimize.feedback import discovery_feedback
 from optimize.race import race, race_schedule
 from optimize.rewrite import propose_rewrite

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from optimize.context import OptimizeContext
-from optimize.evaluation import EvalSummary, StageBudgetSpent
+from optimize.evaluation import StageBudgetSpent
+from optimize.records import EvalSummary
 from optimize.feedback import sr_diagnostics_feedback, trace_feedback
 from optimize.race import race, race_schedule
 from optimize.rewrite import propose_rewrite

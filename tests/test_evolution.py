@@ -13,7 +13,7 @@ import benchmarks
 from harness.llm import LLMError
 from harness.llm.base import seconds_left
 from tests.doubles import ScriptedLLM, scripted_role_output
-from workflows.evolution import GuidedWindow
+from workflows.run_core import GuidedWindow
 from workflows.params import WorkflowParams, expected_llm_calls
 from workflows.prompting import task_frame
 from workflows.runner import run_workflow

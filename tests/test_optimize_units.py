@@ -18,11 +18,13 @@ from harness.engine.candidates import Candidate
 from harness.engine.task import Task
 from harness.app.artifact import FrozenHarness
 from optimize.context import build_context
-from optimize.evaluation import EvalRecord, StageBudgetSpent, summarize
+from optimize.evaluation import StageBudgetSpent
+from optimize.records import EvalRecord, summarize
 from optimize.rewrite import RewriteSettings, check_instruction, propose_rewrite
 from optimize.settings import OptimizeSettings
 from optimize.stage1 import run_stage1
-from optimize.stage2 import choose, completed, fixed_pool, run_stage2
+from optimize.search_space import fixed_pool
+from optimize.stage2 import choose, completed, run_stage2
 from optimize.stage3 import Member, pareto_members, run_stage3
 from optimize.tasks import TaskSets, minibatch, split_slice
 from tests.doubles import SCRIPTED, ScriptedLLM
@@ -456,7 +458,7 @@ def test_heartbeat_storage_runs_the_study(tmp_path):
 
 
 def test_score_split_may_average_id_and_ood(tmp_path):
-    from optimize.evaluation import split_score
+    from optimize.records import split_score
 
     metrics = {"valid": {"acc_0.01": 1.0}, "test_id": {"acc_0.01": 1.0}, "test_ood": {"acc_0.01": 0.0}}
     assert split_score(metrics, "test_id", "acc_0.01") == (1.0, "test_id")

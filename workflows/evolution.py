@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
-import threading
 import time
-from typing import Any
 
 from harness.engine.candidates import Candidate
 from harness.engine.context import BudgetExhausted
@@ -23,6 +21,7 @@ from harness.llm.base import LLMError
 from harness.runtime.nodes import NodeKind, NodeType
 from harness.sr.llm_generator import ExperienceBuffer, PromptShape, generate_equations
 from workflows.prompting import task_frame
+from workflows.run_core import WorkflowRun
 
 POOL_SEEDS = 8  # the pool's best candidates put into the buffer before each round
 MAX_TOKENS = 320  # a round is a few short JSON equations; a long answer only delays the next round
@@ -38,59 +37,9 @@ EVOLVE_FEEDBACK = (
 )
 
 
-class GuidedWindow:
-    """The guided SR runs in flight and when they should end (monotonic seconds); closed once no more will start."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._ends: dict[int, float] = {}
-        self._next = 0
-        self._closed = False
-
-    def enter(self, seconds: float) -> int:
-        with self._cond:
-            self._next += 1
-            self._ends[self._next] = time.monotonic() + max(0.0, float(seconds))
-            self._cond.notify_all()
-            return self._next
-
-    def leave(self, token: int) -> None:
-        with self._cond:
-            self._ends.pop(token, None)
-            self._cond.notify_all()
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-
-    def seconds_left(self) -> float | None:
-        """Wait until a guided run is going, then the seconds until the last running one should end; ``None``
-        once the window is closed and nothing runs."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._ends or self._closed)
-            if not self._ends:
-                return None
-            return max(self._ends.values()) - time.monotonic()
-
-    def wait_change(self, timeout: float) -> None:
-        """Wait until a run starts or ends, the window closes, or ``timeout`` seconds pass."""
-        with self._cond:
-            seen = (tuple(self._ends), self._closed)
-            self._cond.wait_for(lambda: (tuple(self._ends), self._closed) != seen, timeout=max(0.0, timeout))
-
-
-class EvolutionSteps:
-    """The channel's loop, mixed into :class:`workflows.runner._WorkflowRun` (it uses the run's ``ctx``, ``state``,
-    ``settings``, ``tracker``, ``window``, ``guidance`` and bookkeeping ``_boundary``, ``_record``, ``_error``)."""
-
-    ctx: Any
-    state: Any
-    settings: Any
-    tracker: Any
-    window: GuidedWindow
-    guidance: list[str]
-    stopped: bool
+class EvolutionSteps(WorkflowRun):
+    """The channel's loop (the run's state: :class:`workflows.run_core.WorkflowRun`; its guided runs' window:
+    :class:`workflows.run_core.GuidedWindow`)."""
 
     def evolve(self) -> None:
         """Up to ``evolve_rounds`` rounds, each only while a guided SR run is going and expected to end first."""

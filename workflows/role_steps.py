@@ -2,9 +2,7 @@
 user's guidance, K answers ranked by how their hypotheses fit, the fallback when it fails), and the LLM budget and
 time the role calls run under.
 
-:class:`RoleSteps` is mixed into :class:`workflows.runner._WorkflowRun`, which owns the state these steps use:
-``task``, ``prompts``, ``llm``, ``ctx``, ``state``, ``tracker``, ``settings``, ``seed``, ``role_agents``,
-``guidance``, ``on_node``, ``stop_reason`` under ``_lock``, and the bookkeeping ``_boundary`` and ``_error``.
+The state these steps use is the run's (:class:`workflows.run_core.WorkflowRun`).
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ from harness.engine.expression import ExpressionError
 from harness.runtime.role_agent import RoleAgent
 from workflows.evidence import Branch, with_term
 from workflows.prompting import build_messages
+from workflows.run_core import WorkflowRun
 from workflows.roles import (
     DiagnosisOutput,
     RoleOutput,
@@ -29,20 +28,8 @@ from workflows.roles import (
 ENGINE_RESERVE_MARGIN_S = 1.0  # kept on top of one engine run's time for its refit and bookkeeping
 
 
-class RoleSteps:
+class RoleSteps(WorkflowRun):
     """Role-side steps of a workflow run (see the module docstring)."""
-
-    task: Any
-    prompts: dict[str, str]
-    llm: Any
-    ctx: Any
-    state: Any
-    tracker: Any
-    settings: Any
-    seed: int
-    role_agents: dict[str, Any]
-    guidance: list[str]
-    stop_reason: str | None
 
     def _reserve_llm_calls(self, n: int = 1) -> bool:
         """Count ``n`` model responses if nothing is spent yet; otherwise stop scheduling and say no."""

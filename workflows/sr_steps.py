@@ -2,11 +2,8 @@
 and run by the engine (one ``sr`` node per run), the engine's unguided run, a branch's residual run, and the term
 combination at the end.
 
-:class:`SRSteps` is mixed into :class:`workflows.runner._WorkflowRun`, which owns the state these steps use: the
-run context ``ctx`` (task, fit settings, ``search`` settings), ``settings`` (``SRSettings``), ``sr_tool`` and
-``sr_gate`` (at most ``max_workers`` engine runs at once), ``state``, ``tracker``, ``seed``, ``warm_start``,
-``run_id``, ``poor_hypotheses``, ``library``, and the bookkeeping ``stopped``, ``_boundary``, ``_stop``, ``_error``,
-``_record``.
+The state these steps use is the run's (:class:`workflows.run_core.WorkflowRun`: the agent context ``ctx``,
+``settings``, ``sr_tool`` and ``sr_gate`` (at most ``max_workers`` engine runs at once), the pool, the budget).
 """
 
 from __future__ import annotations
@@ -33,6 +30,7 @@ from harness.tools.base import ToolCallResult
 from workflows.evidence import Branch, describe, short_equation
 from workflows.params import engine_seed
 from workflows.roles import PlanOutput
+from workflows.run_core import WorkflowRun
 
 ENGINE_INFO_KEYS = ("generations", "gp_seconds", "n_seeds", "n_injected", "continued", "front_size")
 SPARSE_SECONDS = 20.0  # the sparse regression's share of a solve: a third of one SR run's seconds, 1 to 20 s (3
@@ -57,28 +55,8 @@ def shared_run_key(task: Any, plan: SearchPlan, backend: str, fit: Any) -> str:
     return "unguided:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-class SRSteps:
+class SRSteps(WorkflowRun):
     """Engine-side steps of a workflow run (see the module docstring)."""
-
-    ctx: Any
-    settings: Any
-    search: Any
-    sr_tool: Any
-    sr_gate: Any
-    state: Any
-    tracker: Any
-    seed: int
-    warm_start: list[str]
-    run_id: str
-    poor_hypotheses: list[Candidate]
-    library: tuple[list[Candidate], list[str]] | None
-    _lock: Any
-    _library_lock: Any
-    stopped: bool
-    window: Any
-    exact_found: Callable[[], bool]
-    shared_runs: SharedRuns | None
-    backend: str
 
     def screen_hypotheses(self, texts: list[str], source: str = "hypothesis") -> tuple[list[Candidate], list[str]]:
         """Fit the plan's hypotheses now (the evaluator is fast): good ones seed the engine and join the pool,
