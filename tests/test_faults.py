@@ -149,7 +149,7 @@ def test_a_bad_llm_server_still_gives_the_engines_equation_within_the_budget(tas
     finally:
         server.shutdown()
     assert sol.equation is not None and sol.metrics["train"]["r2"] > 0.5
-    assert took < 13, took  # the run's 10 s, plus the last engine run's refit
+    assert took < 25, took  # the run's 10 s and the last engine run's refit, not the model's 30 s timeout
     assert sol.errors and all("call failed" in e or "no time left" in e or "sr" in e for e in sol.errors)
     if mode == "garbage":
         assert any("not a chat completion" in e for e in sol.errors), sol.errors

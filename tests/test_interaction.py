@@ -151,5 +151,5 @@ def test_time_held_at_a_boundary_is_not_spent() -> None:
     control.resume()
     for t in parked:
         t.join(2)
-    assert budget.elapsed() < 0.3  # about 1 s held, given back once (not twice: elapsed would be negative)
-    assert budget.elapsed() > -0.3
+    # about 1 s held, given back once: not kept (elapsed ~ +1) and not given back twice (elapsed ~ -1)
+    assert -0.5 < budget.elapsed() < 0.5

@@ -199,20 +199,16 @@ def test_non_retryable_400_fails_at_once() -> None:
 def test_dead_port_fails_quickly_with_clear_error() -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
     client = client_for(url, max_retries=2)
-    start = time.perf_counter()
     with pytest.raises(LLMError, match="connection error") as info:
         client.complete(USER)
-    assert time.perf_counter() - start < 3.0
-    assert url in str(info.value) and "3 tries" in str(info.value)
+    assert url in str(info.value) and "3 tries" in str(info.value) and client.usage.retries == 2
 
 
 def test_timeout_is_retried_then_reported() -> None:
     with FakeServer(lambda body, i: (200, completion(), 2.0)) as srv:
         client = client_for(srv.base_url, timeout_s=0.3, max_retries=1)
-        start = time.perf_counter()
-        with pytest.raises(LLMError, match=r"timed out after 0.3s") as info:
+        with pytest.raises(LLMError, match=r"timed out after 0.3s") as info:  # the server answers after 2 s
             client.complete(USER)
-        assert time.perf_counter() - start < 1.8
         assert "2 tries" in str(info.value) and len(srv.requests) == 2
 
 
@@ -340,19 +336,25 @@ def test_rejected_tools_fall_back_to_text_tool_calls() -> None:
 
 
 def test_complete_many_runs_concurrently_and_isolates_failures() -> None:
+    in_flight, peak, lock = [0], [0], threading.Lock()
+
     def handler(body: dict, i: int) -> Reply:
         if body["messages"][0]["content"] == "fail":
             return 400, {"error": {"message": "bad request"}}, 0
-        return 200, completion(body["messages"][0]["content"]), 0.4
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        time.sleep(0.4)  # the server is busy with this request while the others arrive
+        with lock:
+            in_flight[0] -= 1
+        return 200, completion(body["messages"][0]["content"]), 0
 
     with FakeServer(handler) as srv:
         client = client_for(srv.base_url)
         requests = [{"messages": [{"role": "user", "content": f"q{i}"}]} for i in range(6)]
         requests.append({"messages": [{"role": "user", "content": "fail"}]})
-        start = time.perf_counter()
         results = client.complete_many(requests, max_workers=8)
-        elapsed = time.perf_counter() - start
-    assert elapsed < 1.6, elapsed  # sequential would take 2.4 s
+    assert peak[0] >= 2, peak  # requests overlapped at the server: concurrent, not one after another
     assert [r[0].text for r in results[:6]] == [f"q{i}" for i in range(6)]
     assert results[6][0].error and "HTTP 400" in results[6][0].error and not results[6][0].ok
     with pytest.raises(LLMError):
@@ -612,9 +614,8 @@ def test_local_model_structured_json_and_tool_call(local_llm) -> None:
     # the deadline stops generation (same cached model: same path, n_ctx, n_threads)
     hurried = make_llm({"provider": "local", "model": TINY_MODEL, "max_tokens": 500, "temperature": 0.9,
                         "timeout_s": 1.0})
-    start = time.perf_counter()
     [t] = hurried.complete([{"role": "user", "content": "Write a very long story about a dragon."}])
-    assert t.finish_reason == "timeout" and time.perf_counter() - start < 3.0
+    assert t.finish_reason == "timeout" and t.completion_tokens < 500
 
 
 @pytest.mark.llm
@@ -729,11 +730,9 @@ def test_server_killed_mid_series_ends_in_llm_error(llama_server) -> None:
     assert client.complete(USER)[0].completion_tokens > 0
     proc.terminate()
     proc.wait(10)
-    start = time.perf_counter()
     for _ in range(3):
-        with pytest.raises(LLMError, match="connection error"):
+        with pytest.raises(LLMError, match="connection error"):  # refused at once, not a 30 s timeout
             client.complete(USER)
-    assert time.perf_counter() - start < 5.0
     assert client.usage.failures == 3 and client.usage.retries == 6
 
 

@@ -216,7 +216,7 @@ def test_stop_during_an_sr_run_and_a_failing_run(tmp_path: Path) -> None:
         assert client.get(f"/api/runs/{run_id}").json()["status"] == "running"  # waits for the engine
         client.post(f"/api/runs/{run_id}/stop")
         info = _wait(client, run_id, timeout=20)
-        assert info["status"] == "stopped" and time.monotonic() - t0 < 12, info
+        assert info["status"] == "stopped" and time.monotonic() - t0 < 40, info  # not the 60 s engine run
         nodes = [json.loads(x) for x in (run_dir / "nodes.jsonl").read_text().splitlines()]
         assert [n["response"] for n in nodes if n["kind"] == "control"] == ["stop", "stop"]
         assert any(n["kind"] == "sr" and "cancelled" in (n["error"] or "") for n in nodes)  # the engine was killed

@@ -120,10 +120,13 @@ def test_cli_solve_reports_bad_input(tmp_path: Path) -> None:
 
 
 @pytest.mark.llm
-def test_cli_solve_with_the_embedded_model_recovers_the_equation(tmp_path: Path) -> None:
+def test_cli_solve_with_the_embedded_model_gets_a_parsed_plan_and_a_solution(tmp_path: Path) -> None:
     """`python -m harness solve harness=default` end to end with the default embedded model (Qwen2.5-Coder-1.5B via
     llama.cpp, no extra install step) on a synthetic task, y = 2.5*x1*x2 + 1.2*x1**2, in the LLM-SR folder layout.
-    The real model's planner call returns a valid plan: parsed (no fallback) with hypotheses that parse."""
+    What it shows of the model: its planner call returns a valid plan, parsed (no fallback), with hypotheses that
+    parse over the task's inputs. The recovered law is the whole pipeline's (its degree-2 terms are in the sparse
+    regression's library, so the engine side finds it without the model): this is not a test of the model's
+    contribution to accuracy (that is measured, docs/results.md)."""
     folder, out = _folder(tmp_path), tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "harness", "solve", "harness=default", f"data={folder}",
                            "sr.time_budget=3", "sr.population_size=200", f"hydra.run.dir={out}"],
