@@ -1,4 +1,4 @@
-"""Benchmark suites as lists of validated :class:`harness.engine.task.Task`.
+"""Benchmark suites as lists of validated :class:`harness.core.task.Task`.
 
 ``load_suite(name, **options)`` is the one entry point (contract): ``synthetic`` (built in, default), ``lsr_like``
 (LSR-Synth's recipe with our own laws: the optimizer's hard suite), ``lsr_transform``, ``llm_sr``, ``lsr_synth``,
@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from harness.engine.task import Split, Task, TaskError
+from harness.core.task import Split, Task, TaskError
 
 __all__ = ["SUITES", "Suite", "load_suite", "load_task", "list_suites", "subsample", "add_noise", "coerce_options"]
 

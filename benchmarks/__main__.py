@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from benchmarks import ALIASES, SUITES, _suite, list_suites, load_suite
-from harness.engine.task import Task, TaskError
+from harness.core.task import Task, TaskError
 
 
 def _parse_options(items: Sequence[str]) -> dict[str, str]:
@@ -104,7 +104,7 @@ def cmd_run(args: argparse.Namespace) -> None:
         progress.close()
         executor.close()
     text = markdown_table(table) + "\n\nPer domain (sa: symbolic accuracy over tasks with a known ground truth, "
-    text += "harness/engine/symbolic.py):\n\n" + domain_markdown(table)
+    text += "harness/core/symbolic.py):\n\n" + domain_markdown(table)
     table_file = Path(args.out_dir) / "table.md"
     table_file.write_text(text + "\n", encoding="utf-8")
     print(text)

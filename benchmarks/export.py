@@ -14,7 +14,7 @@ from typing import Iterable
 
 import numpy as np
 
-from harness.engine.task import Split, Task
+from harness.core.task import Split, Task
 
 
 def _folder_name(name: str) -> str:

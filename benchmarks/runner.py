@@ -1,7 +1,7 @@
 """Run a frozen harness over a task set and tabulate the results, the way papers report them.
 
 Columns: Acc_0.01 / Acc_0.001 and NMSE on the in-domain and out-of-domain test splits, and symbolic accuracy
-(``sa``: the found equation is the ground truth up to the truth's free constants, :mod:`harness.engine.symbolic`; NaN
+(``sa``: the found equation is the ground truth up to the truth's free constants, :mod:`harness.core.symbolic`; NaN
 for tasks without a known truth, such as LLM-SR's real problems), per task and per domain. Acc_tau in two readings
 (docs/results.md): ``acc_0.01`` = at least 95 % of the points within 1 % (SR-Scientist's evaluation code, so the
 published PySR / LLM-SR / SR-Scientist figures), ``acc_all_0.01`` = every point within 1 %.
@@ -33,8 +33,8 @@ import pandas as pd
 from harness.app.executor import LocalExecutor, SolveExecutor
 from harness.app.progress import Progress
 from harness.app.remote import Shipment, WorkerSession, absorb, worker_info, worker_llm_config
-from harness.engine.jsonio import json_safe, read_jsonl
-from harness.engine.task import Task
+from harness.core.jsonio import json_safe, read_jsonl
+from harness.core.task import Task
 
 REPORT_METRICS = ("acc_0.01", "acc_all_0.01", "acc_0.001", "nmse")
 SPLITS = ("test_id", "test_ood")
@@ -51,7 +51,7 @@ def _metric(record: dict[str, Any], split: str, name: str) -> float:
 
 def symbolic_record(task: Task, equation: str | None) -> dict[str, Any] | None:
     """The symbolic-accuracy verdict for a record (None when the task has no ground truth)."""
-    from harness.engine.symbolic import SymbolicMatch, task_symbolic_match
+    from harness.core.symbolic import SymbolicMatch, task_symbolic_match
 
     if not task.ground_truth:
         return None

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.engine.jsonio import json_restore, json_safe
-from harness.engine.sqlitedb import connect
+from harness.core.jsonio import json_restore, json_safe
+from harness.core.sqlitedb import connect
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS evals (

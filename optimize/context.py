@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.sr.settings import DEFAULT_BACKEND
 from harness.app.executor import SolveExecutor
 from harness.app.executor_factory import make_executor
 from harness.llm.config import LLMConfig
@@ -74,7 +75,7 @@ def backend_settings(backend_config: Mapping[str, Any]) -> tuple[str, dict[str, 
     from workflows.params import SRSettings
 
     data = dict(backend_config)
-    name = str(data.pop("name", "operon"))
+    name = str(data.pop("name", DEFAULT_BACKEND))
     return name, SRSettings.coerce(data).model_dump(mode="json")
 
 
@@ -117,7 +118,7 @@ def build_context(
     backend, sr_settings = backend_settings(backend_config)
     run_budget = None
     if settings.run_budget:
-        from harness.engine.context import Budget
+        from harness.core.context import Budget
 
         run_budget = Budget(**settings.run_budget)
     if executor is not None and not isinstance(executor, SolveExecutor):

@@ -2,7 +2,7 @@
 
 - ``discovery_feedback``: stage 1 / adaptation — which equations were found, their errors, what failed.
 - ``sr_diagnostics_feedback``: stage 3 default — residual patterns of the selected equation
-  (``harness.engine.residuals.residual_report``), candidate structures, what was tried and how it scored.
+  (``harness.core.residuals.residual_report``), candidate structures, what was tried and how it scored.
 - ``trace_feedback``: stage 3 ablation — the raw node records of the runs (``nodes.jsonl``), bounded.
 """
 
@@ -76,8 +76,8 @@ def _residual_summary(rec: EvalRecord, task: Any, drop_terms: bool) -> str:
     if rec.equation is None or task is None:
         return ""
     try:
-        from harness.engine.context import AgentContext
-        from harness.engine.residuals import residual_report
+        from harness.core.context import AgentContext
+        from harness.core.residuals import residual_report
 
         report = residual_report(rec.equation, AgentContext(task=task, seed=rec.seed), drop_terms=drop_terms,
                                  max_terms=4)

@@ -73,9 +73,9 @@ def task_details(records: list[Any], tasks: list[Any]) -> dict[str, dict[str, An
     """Per task (means over seeds): Acc / NMSE on ID and OOD, symbolic accuracy, LLM calls and solver runs.
 
     SA is the share of seeds whose selected equation is the task's ground truth up to its free constants
-    (:mod:`harness.engine.symbolic`); None for tasks without a known truth.
+    (:mod:`harness.core.symbolic`); None for tasks without a known truth.
     """
-    from harness.engine.symbolic import task_symbolic_match
+    from harness.core.symbolic import task_symbolic_match
 
     by_name = {t.name: t for t in tasks}
     grouped: dict[str, list[Any]] = {}

@@ -20,7 +20,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Any, Iterable
 
-from harness.engine.vocabulary import DEFAULT_OPERATORS
+from harness.core.vocabulary import DEFAULT_OPERATORS
 from optimize.records import split_score
 from workflows.harness import Harness, initial_harness, shipped_harness
 

@@ -2,7 +2,7 @@
 
 Why plain: a Ray worker gets a pickled copy, maybe on another machine, so the job holds the harness as JSON (its
 identity digest included, checked on arrival: a worker running other code would compute another digest and poison
-the evaluation cache), the :class:`~harness.engine.task.Task`, the seed and the settings - and the LLM *config*,
+the evaluation cache), the :class:`~harness.core.task.Task`, the seed and the settings - and the LLM *config*,
 from which the worker builds its own client (``harness.app.remote.WorkerSession``). The worker returns the record
 and a :class:`~harness.app.remote.Shipment`; the driver (``optimize.evaluation.Evaluator``) writes the evaluation
 cache, the response cache, ``trace.jsonl`` and the run folder.
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from harness.app.remote import Shipment, WorkerSession, worker_llm_config
-from harness.engine.task import Task
+from harness.core.task import Task
 from optimize.records import build_record, exception_record
 from workflows.harness import Harness, run_harness
 

@@ -96,7 +96,7 @@ def _heldout_tables(freeze: dict[str, Any]) -> list[str]:
     names = sorted({t for s in stages for t in rows[s]["heldout"]["tasks"]})
     head = "| task | stage | " + " | ".join(label for _, label in DETAIL_COLUMNS) + " |"
     out = ["## Held-out tasks", "", "Means over seeds (NMSE: median). SA = the selected equation is the ground "
-           "truth up to its free constants (`harness/engine/symbolic.py`).", "", head,
+           "truth up to its free constants (`harness/core/symbolic.py`).", "", head,
            "|" + "---|" * (len(DETAIL_COLUMNS) + 2)]
     for name in names:
         for stage in stages:

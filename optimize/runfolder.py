@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.engine.jsonio import write_json_atomic
+from harness.core.jsonio import write_json_atomic
 
 log = logging.getLogger(__name__)
 

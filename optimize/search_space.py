@@ -8,7 +8,7 @@ from typing import Any
 
 from optuna.trial import Trial
 
-from harness.engine.vocabulary import OPERATOR_SETS
+from harness.core.vocabulary import OPERATOR_SETS
 from harness.runtime.role_agent import RoleAgentConfig
 from optimize.settings import Bounds, Stage2Settings
 from optimize.tasks import stable_seed

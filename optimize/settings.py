@@ -71,7 +71,7 @@ class Bounds(_Model):
     # The hand-made SR choices of the shipped default (workflows.harness.INITIAL_SR_CHOICES), searched by default so
     # the optimizer can find them from HarnessSR's initial harness: the unguided run beside the roles, the term
     # combination and the sparse regression after the last run, and the engine's operator set (names of
-    # harness.engine.vocabulary.OPERATOR_SETS).
+    # harness.core.vocabulary.OPERATOR_SETS).
     sparse_regression: list[bool] | None = Field(default_factory=lambda: [False, True])
     unguided_run: list[bool] | None = Field(default_factory=lambda: [False, True])
     combine_terms: list[bool] | None = Field(default_factory=lambda: [False, True])
@@ -80,7 +80,7 @@ class Bounds(_Model):
     @field_validator("operators")
     @classmethod
     def _operator_sets(cls, value: list[str] | None) -> list[str] | None:
-        from harness.engine.vocabulary import OPERATOR_SETS
+        from harness.core.vocabulary import OPERATOR_SETS
 
         unknown = [v for v in value or [] if v not in OPERATOR_SETS]
         if unknown:

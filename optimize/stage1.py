@@ -31,7 +31,7 @@ STAGE = "init"
 
 @dataclass
 class PromptCandidate:
-    """One set of role instructions tried in stage 1 (not an equation: that is ``harness.engine.Candidate``)."""
+    """One set of role instructions tried in stage 1 (not an equation: that is ``harness.core.Candidate``)."""
 
     prompts: dict[str, str]
     origin: str

@@ -9,7 +9,7 @@ Engines:
               next generation would overrun the budget.
 
 Baselines train on the task's whole train split; ours holds out 20% of it for validation (its choice).
-Metrics are the project's (harness.engine.evaluator.compute_metrics) on the in-domain and out-of-domain test splits.
+Metrics are the project's (harness.core.evaluator.compute_metrics) on the in-domain and out-of-domain test splits.
 
     python scripts/bench_engines.py --seconds 10                 # 16 synthetic + 10 Feynman tasks
     python scripts/bench_engines.py --quick                      # 2 tasks per suite, 3 s
@@ -33,9 +33,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.engine.context import AgentContext  # noqa: E402
-from harness.engine.evaluator import compute_metrics  # noqa: E402
-from harness.engine.task import Task  # noqa: E402
+from harness.core.context import AgentContext  # noqa: E402
+from harness.core.evaluator import compute_metrics  # noqa: E402
+from harness.core.task import Task  # noqa: E402
 
 ENGINES = ("ours", "operon", "gplearn")
 GPLEARN_FUNCTIONS = ("add", "sub", "mul", "div", "sqrt", "log", "sin", "cos", "neg", "inv")

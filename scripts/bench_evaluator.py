@@ -1,4 +1,4 @@
-"""Speed/accuracy benchmark of harness.engine.evaluator.fit against the LLM-SR evaluation style.
+"""Speed/accuracy benchmark of harness.core.evaluator.fit against the LLM-SR evaluation style.
 
 Prints figures; it is not a test.  A fixed, seeded set of candidate expressions (3-5 constants,
 two variables) is fitted to noise-free data generated from known constants:
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.engine.evaluator import fit, score
-from harness.engine.expression import parse_expression
+from harness.core.evaluator import fit, score
+from harness.core.expression import parse_expression
 
 VARIABLES = ["x0", "x1"]
 # Term templates: "a" slots are signed amplitudes, "b" slots positive rates/frequencies.

@@ -16,7 +16,7 @@ Arms (each task, same seed):
   harness's ``time_budget``, pooled: same SR seconds and run count as the harness without the model, so a gain
   from restarts is told apart from a gain from guidance.
 - ``engine+combine`` (``--ablation``): the engine arm's own pool completed by term combination
-  (``harness.engine.combine``), derived from the engine record without another run (exact: combination never
+  (``harness.core.combine``), derived from the engine record without another run (exact: combination never
   changes a search), so the table tells the combination tool's share from the model's terms' share.
 
 Overrides (``--llm``, ``--sr``, ``--prompt``, each repeatable) change the loaded harness before the run, so a
@@ -25,7 +25,7 @@ channel or a stronger model is one command: ``--sr residual_seconds=30``, ``--pr
 read as YAML (numbers, booleans, lists, mappings). The changed harness gets its own digest; every record carries
 it, and an ``--out`` folder holding another harness's records is refused (its rerun would skip the tasks).
 
-``--task anonymize=true`` solves every task anonymized (``harness.engine.anonymize``: inputs ``x1..xn``, target
+``--task anonymize=true`` solves every task anonymized (``harness.core.anonymize``: inputs ``x1..xn``, target
 ``y``, no descriptions, task name, domain or metadata in any prompt), every arm alike: what the model brings from
 the names against what the data shows. Records keep the task's own name (so seeds pool); their ``equation`` is in
 the anonymized names, ``equation_original`` in the task's. An ``--out`` folder holds one mode only.
@@ -33,7 +33,7 @@ the anonymized names, ``equation_original`` in the task's. An ``--out`` folder h
 Tasks: a suite (``--suite``: ``lsr_like`` by default, the LSR-Synth-grade generator; ``synthetic`` for the easier
 suite of the earlier figures; ``lsr_transform``; any suite with ``--option``), its ``--split`` (``test`` = the
 held-out laws, never tuned on), and the four LLM-SR problems, whose NMSE is also compared with PySR's and
-LLM-SR's published figures. Every record carries symbolic accuracy (``harness.engine.symbolic``) where the task
+LLM-SR's published figures. Every record carries symbolic accuracy (``harness.core.symbolic``) where the task
 has a ground truth: the summary's ``SA`` column.
 Every finished (arm, task) is appended to ``<out>/results.jsonl`` and skipped on a rerun, so a killed benchmark
 resumes. Prints markdown tables; writes them to ``<out>/tables.md``. One seed moves a figure by about a task
@@ -60,11 +60,11 @@ import benchmarks
 from benchmarks.runner import load_records
 from harness.app.artifact import FrozenHarness
 from harness.app.progress import Progress, format_seconds, print_summary
-from harness.engine.anonymize import anonymize
-from harness.engine.candidates import Candidate, dedupe, select
-from harness.engine.combine import combine_terms
-from harness.engine.context import AgentContext, FitSettings, add_edge_scores
-from harness.engine.symbolic import task_symbolic_match
+from harness.core.anonymize import anonymize
+from harness.core.candidates import Candidate, dedupe, select
+from harness.core.combine import combine_terms
+from harness.core.context import AgentContext, FitSettings, add_edge_scores
+from harness.core.symbolic import task_symbolic_match
 from harness.llm.config import LLMConfig
 from harness.sr.backends import run_search
 from workflows.params import SRSettings, engine_seed, expected_solver_runs

@@ -20,8 +20,8 @@ import pandas as pd
 
 import benchmarks
 from harness.app.artifact import FrozenHarness
-from harness.engine.context import AgentContext
-from harness.engine.vocabulary import OPERATORS
+from harness.core.context import AgentContext
+from harness.core.vocabulary import OPERATORS
 from harness.sr.backends import run_search
 from workflows.params import SRSettings
 

@@ -16,7 +16,7 @@ import sys
 import time
 
 import benchmarks
-from harness.engine.context import AgentContext
+from harness.core.context import AgentContext
 from harness.sr import workers
 from harness.sr.backends import run_search
 

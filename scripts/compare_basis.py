@@ -1,4 +1,4 @@
-"""Would the generic basis (harness.engine.basis) have changed a solve? Post hoc on stored pools, no new SR run.
+"""Would the generic basis (harness.core.basis) have changed a solve? Post hoc on stored pools, no new SR run.
 
     python scripts/compare_basis.py RUN_DIR_OR_RESULTS [...] [--split train|test] [--n-per-domain 4]
         [--llm-sr DATA/llm-sr] [--sparse 'trig' 'trig;trig,abs,tanh,localized/stlsq,forward' ...]
@@ -8,11 +8,11 @@ For every stored solve (``scripts/bench_harness.py``'s harness records with thei
 term combination of that run is removed, and the combination is run again twice on the same pool and validation
 split: as shipped, and with the generic basis as extra terms (its residual = what the pool's best leaves). The
 pick (lowest validation NMSE) of each is scored on the test splits. Prints, per task and in sum, acc_0.01 ID / OOD
-(95 % of points) and every-point acc_0.01 of the two picks, and the exact laws found (``harness.engine.symbolic``).
+(95 % of points) and every-point acc_0.01 of the two picks, and the exact laws found (``harness.core.symbolic``).
 
 ``--sparse ARM ...`` compares the sparse regression channel instead (``SRSettings.sparse_regression``, as the
 workflow runs it: the sparse fits, the best kept when it beats the pool's best 100-fold, then the term
-combination), one arm per ``LIBRARIES[/FITS]`` (libraries: family sets of ``harness.engine.basis.FAMILIES`` split
+combination), one arm per ``LIBRARIES[/FITS]`` (libraries: family sets of ``harness.core.basis.FAMILIES`` split
 by ``;``; fits: ``stlsq``, ``forward``), beside the pool with the combination alone (today's default).
 """
 
@@ -29,12 +29,12 @@ from typing import Any, Iterator
 import numpy as np
 
 import benchmarks
-from harness.engine.basis import BasisSettings, generic_basis, signed_inputs, sparse_candidates
-from harness.engine.candidates import NMSE_FLOOR, Candidate, select_best
-from harness.engine.combine import CombineSettings, combine_terms
-from harness.engine.context import AgentContext
-from harness.engine.expression import parse_expression
-from harness.engine.symbolic import task_symbolic_match
+from harness.core.basis import BasisSettings, generic_basis, signed_inputs, sparse_candidates
+from harness.core.candidates import NMSE_FLOOR, Candidate, select_best
+from harness.core.combine import CombineSettings, combine_terms
+from harness.core.context import AgentContext
+from harness.core.expression import parse_expression
+from harness.core.symbolic import task_symbolic_match
 from workflows.sr_steps import SPARSE_SECONDS
 
 

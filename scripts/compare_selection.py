@@ -5,7 +5,7 @@
 
 Every solve folder under the given folders (``run.json`` + ``nodes.jsonl``: a harness solve, an optimizer
 evaluation) is one pool. Its task is rebuilt from the suite and checked against ``run.json``; each candidate gets
-the edge score (``harness.engine.context.add_edge_scores``) where the pool lacks it; each rule picks one equation.
+the edge score (``harness.core.context.add_edge_scores``) where the pool lacks it; each rule picks one equation.
 Prints mean acc_0.01 / acc_0.001 on test_id and test_ood per rule, over pools and over tasks, plus "any" (the
 best candidate in the pool: what no rule can beat). Use it on *training* tasks to choose a harness's selection;
 a table on held-out tasks only reports.
@@ -24,8 +24,8 @@ from typing import Any
 import pandas as pd
 
 import benchmarks
-from harness.engine.candidates import Candidate, dedupe, select
-from harness.engine.context import add_edge_scores
+from harness.core.candidates import Candidate, dedupe, select
+from harness.core.context import add_edge_scores
 
 RULES = [("accuracy", 0.0), ("parsimony", 0.5), ("extrapolation", 0.5), ("extrapolation", 3.0),
          ("extrapolation", 9.0)]

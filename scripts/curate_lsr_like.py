@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchmarks.runner import load_records  # noqa: E402
 from benchmarks.sources import lsr_like  # noqa: E402
-from harness.engine.task import TaskError  # noqa: E402
+from harness.core.task import TaskError  # noqa: E402
 
 
 def check(domain: str, half: str, position: int, terms: tuple[str, ...], seconds: float) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def check(domain: str, half: str, position: int, terms: tuple[str, ...], seconds
     from bench_harness import run_engine  # scripts/bench_harness.py: the engine arm of the benchmark
 
     from harness.app.artifact import FrozenHarness
-    from harness.engine.symbolic import task_symbolic_match
+    from harness.core.symbolic import task_symbolic_match
 
     rec: dict[str, Any] = {"domain": domain, "half": half, "position": position, "terms": list(terms),
                            "filter_seconds": seconds}

@@ -10,7 +10,7 @@ hypotheses, the term combination) and every hypothesis the model wrote (also tho
 terms are compared with theirs as *skeletons* (numbers replaced by one placeholder, so ``0.3*sin(1.0*t)`` and
 ``c0*sin(c1*t)`` match):
 
-- ``solved``: the selected equation is the law (``harness.engine.symbolic``) and holds acc_0.01 in and out of domain;
+- ``solved``: the selected equation is the law (``harness.core.symbolic``) and holds acc_0.01 in and out of domain;
 - ``lost at selection``: an equation equivalent to the law is in the pool, another one was selected;
 - ``wrong constant``: some equation holds every term of the law, none is equivalent (a frequency, a rate, an
   exponent is off; the term skeletons are right);
@@ -29,9 +29,9 @@ from typing import Any
 import sympy
 
 import benchmarks
-from harness.engine.expression import ExpressionError, parse_expression
-from harness.engine.symbolic import task_symbolic_match
-from harness.engine.vocabulary import DEFAULT_OPERATORS
+from harness.core.expression import ExpressionError, parse_expression
+from harness.core.symbolic import task_symbolic_match
+from harness.core.vocabulary import DEFAULT_OPERATORS
 
 PLACEHOLDER = sympy.Symbol("C")
 # sympy function class -> the plan operator that reaches it (what the engine must search for the term)

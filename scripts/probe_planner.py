@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import benchmarks  # noqa: E402
 from bench_harness import parse_overrides, with_overrides  # noqa: E402
 from harness.app.artifact import FrozenHarness  # noqa: E402
-from harness.engine.context import AgentContext, evaluate_candidate  # noqa: E402
-from harness.engine.expression import ExpressionError  # noqa: E402
-from harness.engine.symbolic import task_symbolic_match  # noqa: E402
+from harness.core.context import AgentContext, evaluate_candidate  # noqa: E402
+from harness.core.expression import ExpressionError  # noqa: E402
+from harness.core.symbolic import task_symbolic_match  # noqa: E402
 from harness.llm.factory import make_llm  # noqa: E402
 from harness.llm.json_output import parse_json_output  # noqa: E402
 from workflows.params import SRSettings  # noqa: E402

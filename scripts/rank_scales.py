@@ -31,7 +31,7 @@ from statistics import mean
 from typing import Any
 
 import benchmarks
-from harness.engine.vocabulary import DEFAULT_OPERATORS
+from harness.core.vocabulary import DEFAULT_OPERATORS
 from harness.llm.cache import CachedLLM
 from optimize.context import make_client
 from optimize.evaluation import Evaluator

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from pydantic import BaseModel
 
-from harness.engine.task import Task
+from harness.core.task import Task
 from harness.llm.base import CompletionRequest, LLMClient, LLMError, LLMResponse, ToolCall
 from harness.llm.config import LLMConfig
 from workflows.roles import ROLE_NAMES, AnalystOutput, DiagnosisOutput, output_model

@@ -10,9 +10,9 @@ import threading
 import numpy as np
 import pytest
 
-from harness.engine.candidates import Candidate
-from harness.engine.context import AgentContext, Budget, BudgetTracker, FitSettings
-from harness.engine.task import Task
+from harness.core.candidates import Candidate
+from harness.core.context import AgentContext, Budget, BudgetTracker, FitSettings
+from harness.core.task import Task
 from harness.llm.base import LLMError
 from harness.runtime.agent import AgentConfig, SRAgent
 from harness.runtime.state import NODES_FILE, RESULT_FILE, RUN_FILE, SearchRunState
@@ -310,7 +310,7 @@ class SpentTool(BaseTool):
 
     def execute(self) -> str:
         """A solver that finds the budget spent."""
-        from harness.engine.context import BudgetExhausted
+        from harness.core.context import BudgetExhausted
 
         raise BudgetExhausted("only 0.5s of the time budget left")
 

@@ -12,8 +12,8 @@ import harness.sr.llm_generator  # noqa: F401  (registers llm_equation_search)
 import harness.sr.tools  # noqa: F401
 import harness.tools.analysis_tools  # noqa: F401
 import harness.tools.code_tools  # noqa: F401
-from harness.engine.context import AgentContext, BudgetTracker, FitSettings
-from harness.engine.task import Task
+from harness.core.context import AgentContext, BudgetTracker, FitSettings
+from harness.core.task import Task
 from harness.runtime.agent import AgentConfig, SRAgent
 from harness.runtime.state import NODES_FILE
 from harness.sr.plan import PlanLimits

@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pytest
 
-from harness.engine import analysis, residuals, shape_analysis
-from harness.engine.context import AgentContext
-from harness.engine.task import Split, Task
+from harness.core import analysis, residuals, shape_analysis
+from harness.core.context import AgentContext
+from harness.core.task import Split, Task
 from harness.tools.analysis_tools import ANALYSIS_TOOLS, TEXT_LIMIT
 from harness.tools.base import TOOLS
 
@@ -151,7 +151,7 @@ def test_residual_report_drop_one_and_id_ood(context):
 
 
 def test_residual_report_accepts_candidate(context):
-    from harness.engine.context import evaluate_candidate
+    from harness.core.context import evaluate_candidate
 
     cand = evaluate_candidate("c0*x1 + c1*x2**2", context)
     rep = residuals.residual_report(cand, context, drop_terms=False)

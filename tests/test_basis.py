@@ -1,4 +1,4 @@
-"""The generic basis and sparse regression (harness.engine.basis) and the workflow channel that uses them."""
+"""The generic basis and sparse regression (harness.core.basis) and the workflow channel that uses them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from harness.engine.basis import (BasisSettings, dominant_frequencies, forward_path, generic_basis, sparse_candidates,
+from harness.core.basis import (BasisSettings, dominant_frequencies, forward_path, generic_basis, sparse_candidates,
                                   sparse_fit, standard_library)
-from harness.engine.task import Task
+from harness.core.task import Task
 
 
 def test_the_periodogram_finds_a_drive_frequency_in_unevenly_sampled_rows() -> None:
@@ -27,7 +27,7 @@ def test_sparse_fit_recovers_an_exact_sparse_law_from_a_wide_library() -> None:
     names = ["x", "v"]
     terms = standard_library(X, np.zeros(len(X)), names)
     assert {"x*x*x", "v*v*v", "x*v", "sin(x)", "x*cos(x)"} <= set(terms)
-    from harness.engine.expression import parse_expression
+    from harness.core.expression import parse_expression
 
     A = np.column_stack([parse_expression(t, names)(X) * np.ones(len(X)) for t in terms])
     y = 0.8 * np.sin(X[:, 0]) - 0.5 * X[:, 1] ** 3 - 0.5 * X[:, 0] * X[:, 1] - X[:, 0] * np.cos(X[:, 0])
@@ -99,7 +99,7 @@ def test_the_forward_path_takes_the_laws_columns_first() -> None:
     X = rng.uniform(-1.5, 1.5, size=(1500, 2))
     names = ["x", "v"]
     terms = standard_library(X, np.zeros(len(X)), names, BasisSettings(families=("trig", "abs", "tanh", "localized")))
-    from harness.engine.expression import parse_expression
+    from harness.core.expression import parse_expression
 
     A = np.column_stack([parse_expression(t, names)(X) * np.ones(len(X)) for t in terms])
     y = -0.3 * X[:, 1] * np.abs(X[:, 1]) - 1.2 * X[:, 0] + 0.4 * X[:, 0] ** 3
@@ -120,8 +120,8 @@ def test_the_sparse_channel_finds_a_drag_law_with_a_rate_inside_an_exponential()
     """Quadratic drag and a softening spring ``x*exp(-k*abs(x))``: the wide library holds the form at a starting
     rate, and the refit frees the rate, so the exact law comes back (validation NMSE at round-off) and holds out
     of domain; the trig library alone cannot say it."""
-    from harness.engine.candidates import NMSE_FLOOR
-    from harness.engine.context import AgentContext
+    from harness.core.candidates import NMSE_FLOOR
+    from harness.core.context import AgentContext
 
     rng = np.random.default_rng(6)
 

@@ -115,7 +115,7 @@ def test_anonymized_tasks_send_no_name_or_description_and_report_progress(tmp_pa
     """``--task anonymize=true``: every prompt sees x1..xn and y only; the records keep the task's name and read
     the equation back in its names; plain progress lines (stdout is not a terminal) and a closing summary."""
     import benchmarks
-    from harness.engine.anonymize import rename_variables
+    from harness.core.anonymize import rename_variables
     from tests import doubles
 
     [task] = benchmarks.load_suite("synthetic", split="train", n_per_domain=1, names=["chem_react_synth_00"])

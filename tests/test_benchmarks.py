@@ -16,9 +16,9 @@ from benchmarks import load_suite, load_task
 from benchmarks.sources import feynman, llm_sr, lsr_synth, synthetic
 from benchmarks.sources._io import ENV_DATA_ROOT, data_root
 from benchmarks.sources.table import load_table
-from harness.engine.evaluator import compute_metrics
-from harness.engine.expression import parse_expression
-from harness.engine.task import Task, TaskError
+from harness.core.evaluator import compute_metrics
+from harness.core.expression import parse_expression
+from harness.core.task import Task, TaskError
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -235,7 +235,7 @@ def test_lsr_synth_from_a_local_copy_of_the_hub_takes_its_metadata(tmp_path):
     assert po0.metadata["names_from"] == "metadata" and po0.target_description == "Acceleration"
     # a constant named in the expression (property C) is fitted to the data and written in
     assert po1.input_names == ["x", "t", "v"] and po1.metadata["truth_constants_fitted"] is True
-    from harness.engine.expression import parse_expression
+    from harness.core.expression import parse_expression
     assert np.allclose(parse_expression(po1.ground_truth, po1.input_names)(po1.train.X), po1.train.y)
     # a function outside the grammar: no ground truth, and the reason is kept
     assert crk.ground_truth is None and "grammar" in crk.metadata["truth_note"]

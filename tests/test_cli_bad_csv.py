@@ -91,7 +91,7 @@ def _scaled_csv(path: Path, scale: float, rows: int = 400) -> None:
 @pytest.mark.parametrize("scale", [1e-13, 1e13])
 def test_a_target_far_from_order_one_is_data_and_solves(scale: float, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture) -> None:
-    """The constant check is relative (harness.engine.task.is_constant, the one test): a target of order 1e-13
+    """The constant check is relative (harness.core.task.is_constant, the one test): a target of order 1e-13
     was refused as "constant (4.33e-13)" by the table loader's absolute floor; and the engine searches it
     rescaled, so the law is found at either scale."""
     import json
@@ -110,7 +110,7 @@ def test_a_target_far_from_order_one_is_data_and_solves(scale: float, tmp_path: 
 def test_constant_is_relative_to_the_targets_own_scale() -> None:
     import numpy as np
 
-    from harness.engine.task import is_constant
+    from harness.core.task import is_constant
 
     rng = np.random.default_rng(0)
     varied = rng.uniform(1, 6, 400)

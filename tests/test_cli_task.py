@@ -12,8 +12,8 @@ import pytest
 
 from harness import FrozenHarness
 from harness.app.cli import main as cli
-from harness.engine.anonymize import anonymize, rename_variables
-from harness.engine.task import Task
+from harness.core.anonymize import anonymize, rename_variables
+from harness.core.task import Task
 from tests import doubles
 from tests.doubles import SCRIPTED
 

@@ -1,4 +1,4 @@
-"""Term combination (harness.engine.combine): the model's terms and the engine's meet in one refitted equation,
+"""Term combination (harness.core.combine): the model's terms and the engine's meet in one refitted equation,
 and only a clearly better fit joins the pool."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 import sympy
 
 import benchmarks
-from harness.engine.combine import CombineSettings, additive_terms, combine_terms
-from harness.engine.context import AgentContext, evaluate_candidate
-from harness.engine.expression import parse_expression
-from harness.engine.task import Split
+from harness.core.combine import CombineSettings, additive_terms, combine_terms
+from harness.core.context import AgentContext, evaluate_candidate
+from harness.core.expression import parse_expression
+from harness.core.task import Split
 from tests.doubles import ScriptedLLM, detect_role, scripted_role_output
 from workflows.runner import run_workflow
 

@@ -62,7 +62,7 @@ def test_a_changed_model_default_reaches_the_config(monkeypatch) -> None:
 
 
 def test_agent_and_solve_sections_come_from_the_models() -> None:
-    from harness.engine.context import Budget, FitSettings
+    from harness.core.context import Budget, FitSettings
     from harness.runtime.agent import AgentConfig
 
     agent = _compose("agent", "data=x")

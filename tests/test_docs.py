@@ -79,7 +79,7 @@ def test_every_command_line_option_the_docs_name_exists() -> None:
 
 def _settings_roots() -> dict[str, type]:
     from harness.app.executor import ExecutorConfig
-    from harness.engine.context import Budget
+    from harness.core.context import Budget
     from harness.llm.config import LLMConfig
     from optimize.settings import OptimizeSettings
     from workflows.params import SRSettings

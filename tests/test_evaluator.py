@@ -1,4 +1,4 @@
-"""Tests for harness.engine.evaluator: hand-computed metrics and constant recovery."""
+"""Tests for harness.core.evaluator: hand-computed metrics and constant recovery."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import warnings
 import numpy as np
 import pytest
 
-from harness.engine.evaluator import FitResult, compute_metrics, fit, score
-from harness.engine.expression import parse_expression
+from harness.core.evaluator import FitResult, compute_metrics, fit, score
+from harness.core.expression import parse_expression
 
 
 def test_metrics_by_hand() -> None:
@@ -112,7 +112,7 @@ def test_fit_is_deterministic_and_warning_free() -> None:
 
 
 def test_fallback_when_least_squares_raises(monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.engine.evaluator as evaluator
+    import harness.core.evaluator as evaluator
 
     def broken(*args: object, **kwargs: object) -> None:
         raise np.linalg.LinAlgError("SVD did not converge")
@@ -162,8 +162,8 @@ def test_fit_with_overflowing_starts_is_quiet() -> None:
     """Starts that overflow inside SciPy's own arithmetic give no RuntimeWarning spam."""
     import warnings
 
-    from harness.engine.evaluator import fit
-    from harness.engine.expression import parse_expression
+    from harness.core.evaluator import fit
+    from harness.core.expression import parse_expression
 
     x = np.linspace(0.0, 300.0, 400)[:, None]
     y = 1e-3 * np.exp(0.02 * x[:, 0]) + 5.0
@@ -177,7 +177,7 @@ def test_fit_with_overflowing_starts_is_quiet() -> None:
 
 def test_large_data_is_searched_on_a_subsample_and_polished_on_all_rows() -> None:
     """Above SUBSAMPLE_ROWS the result is still the all-rows optimum: exact constants, metrics on every row."""
-    from harness.engine.evaluator import SUBSAMPLE_ROWS
+    from harness.core.evaluator import SUBSAMPLE_ROWS
 
     rng = np.random.default_rng(3)
     n = 5 * SUBSAMPLE_ROWS

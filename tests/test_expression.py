@@ -1,4 +1,4 @@
-"""Tests for harness.engine.expression: safety of the parser, round trips, numerics."""
+"""Tests for harness.core.expression: safety of the parser, round trips, numerics."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import sympy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.engine.expression import Expression, ExpressionError, parse_expression
+from harness.core.expression import Expression, ExpressionError, parse_expression
 
 VARS = ["x", "v"]
 
@@ -306,7 +306,7 @@ def test_fuzz_grammar_round_trip(text: str) -> None:
 def test_a_hypothesis_written_as_an_equation_keeps_its_right_hand_side() -> None:
     """Models write "v = -c0*x" or "a(x, v) = ..." for the target: the right-hand side is the hypothesis; a
     comparison is not an assignment."""
-    from harness.engine.expression import right_hand_side
+    from harness.core.expression import right_hand_side
 
     assert right_hand_side("v = -c0 * x + c1") == "-c0 * x + c1"
     assert right_hand_side("  a(x, v) = -x - v") == "-x - v"

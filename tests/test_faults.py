@@ -21,9 +21,9 @@ import pytest
 
 import benchmarks
 from harness import FrozenHarness, HarnessRegressor
-from harness.engine.context import AgentContext, evaluate_candidate
-from harness.engine.expression import ExpressionError, parse_expression
-from harness.engine.task import Task, TaskError
+from harness.core.context import AgentContext, evaluate_candidate
+from harness.core.expression import ExpressionError, parse_expression
+from harness.core.task import Task, TaskError
 from harness.llm import LLMError
 from harness.llm.factory import make_llm
 from harness.sr import workers
@@ -266,7 +266,7 @@ def test_printed_expressions_parse_back() -> None:
 
 # -- 6. an answer that cannot be written back is dropped before selection --------------------------------------------
 def test_degenerate_constants_drop_the_candidate_not_the_run(task, monkeypatch) -> None:
-    from harness.engine import evaluator
+    from harness.core import evaluator
 
     real_fit = evaluator.fit
 

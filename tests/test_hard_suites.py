@@ -12,9 +12,9 @@ import benchmarks
 from benchmarks import add_noise, load_suite, load_task
 from benchmarks.sources import lsr_like, lsr_transform
 from benchmarks.sources.feynman import read_equations
-from harness.engine.evaluator import compute_metrics
-from harness.engine.expression import parse_expression
-from harness.engine.task import TaskError
+from harness.core.evaluator import compute_metrics
+from harness.core.expression import parse_expression
+from harness.core.task import TaskError
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_feynman = pytest.mark.skipif(not (DATA / "feynman").is_dir(), reason="shared Feynman table not present")

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from harness.app.cli import main as cli
-from harness.engine.context import AgentContext, Budget, BudgetTracker, RunStatus
-from harness.engine.task import Task
+from harness.core.context import AgentContext, Budget, BudgetTracker, RunStatus
+from harness.core.task import Task
 from harness.runtime.agent import AgentConfig, SRAgent
 from harness.runtime.interaction import RunControl
 from tests.doubles import SCRIPTED, ScriptedLLM, detect_role, scripted_role_output

@@ -22,26 +22,26 @@ def test_the_layer_contracts_are_kept() -> None:
 
 
 def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
-    """A copy of the source where the engine imports the workflows must fail the check."""
+    """A copy of the source where the core imports the workflows must fail the check."""
     for name in ("harness", "workflows", "optimize", "benchmarks"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "*.json", "*.md"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    task = tmp_path / "harness" / "engine" / "task.py"
+    task = tmp_path / "harness" / "core" / "task.py"
     task.write_text(task.read_text() + "\nfrom workflows.params import WorkflowParams  # noqa: E402,F401\n")
     proc = _lint(tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert proc.returncode != 0, proc.stdout[-2000:]
-    assert "harness.engine.task -> workflows.params" in proc.stdout
+    assert "harness.core.task -> workflows.params" in proc.stdout
 
 
 def test_type_only_references_point_down_but_for_the_named_ones() -> None:
     """The contract ignores imports under ``if TYPE_CHECKING:`` (``exclude_type_checking_imports``), so this keeps
-    them honest: an upward one must be named here, with why. ``AgentContext.search`` (engine) is typed by the SR
-    layer's ``SearchSettings``, the settings the SR tools enforce; the engine never imports it at run time."""
+    them honest: an upward one must be named here, with why. ``AgentContext.search`` (core) is typed by the SR
+    layer's ``SearchSettings``, the settings the SR tools enforce; the core never imports it at run time."""
     import ast
 
-    allowed = {("harness.engine.context", "harness.sr.settings")}
+    allowed = {("harness.core.context", "harness.sr.settings")}
     layers = ["optimize", "harness.app", "workflows", "harness.runtime", "harness.llm|harness.sr|harness.tools",
-              "harness.engine"]
+              "harness.core"]
 
     def rank(module: str) -> int | None:
         for i, names in enumerate(layers):

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from harness.engine.candidates import Candidate
-from harness.engine.context import AgentContext, Budget, BudgetExhausted, BudgetTracker
-from harness.engine.task import Split, Task
+from harness.core.candidates import Candidate
+from harness.core.context import AgentContext, Budget, BudgetExhausted, BudgetTracker
+from harness.core.task import Split, Task
 from harness.sr.llm_generator import (
     ExperienceBuffer,
     equations_response_format,

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from harness.engine.candidates import Candidate
-from harness.engine.task import Task
+from harness.core.candidates import Candidate
+from harness.core.task import Task
 from harness.app.artifact import FrozenHarness
 from optimize.context import build_context
 from optimize.evaluation import StageBudgetSpent

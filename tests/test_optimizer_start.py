@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.engine.task import Task
-from harness.engine.vocabulary import BASIC_OPERATORS, DEFAULT_OPERATORS, OPERATOR_SETS
+from harness.core.task import Task
+from harness.core.vocabulary import BASIC_OPERATORS, DEFAULT_OPERATORS, OPERATOR_SETS
 from optimize.evaluation import Evaluator
 from optimize.paired import PairedRecord, PairedRule, sign_flip_p
 from optimize.settings import Bounds
@@ -201,7 +201,7 @@ def test_stop_at_exact_skips_what_an_exact_fit_makes_needless(task) -> None:
     """The Planner states the law itself: its fitted hypothesis is exact, so with stop_at_exact the repair round
     (Diagnoser, Repairer, SR) is never paid; without it, it is."""
     from workflows.runner import run_workflow
-    from harness.engine.context import RunStatus
+    from harness.core.context import RunStatus
 
     truth = task.ground_truth
     assert truth

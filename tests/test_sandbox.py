@@ -11,8 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from harness.engine.context import AgentContext, BudgetTracker, FitSettings
-from harness.engine.task import Task
+from harness.core.context import AgentContext, BudgetTracker, FitSettings
+from harness.core.task import Task
 from harness.tools.code_tools import SANDBOX_ENV, RunPythonTool
 from harness.tools.sandbox import SandboxLimits, SandboxUnavailable, isolation_report, run_sandboxed
 

@@ -13,7 +13,7 @@ import pytest
 import sympy
 
 from harness import FrozenHarness, HarnessRegressor
-from harness.engine.evaluator import compute_metrics
+from harness.core.evaluator import compute_metrics
 from tests.doubles import HYDRA_TEST_CONF, SCRIPTED
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,7 +140,7 @@ def test_cli_solve_with_the_embedded_model_gets_a_parsed_plan_and_a_solution(tmp
     assert not planner["info"]["fallback"] and not planner["error"], planner["response"]
     hypotheses = planner["info"]["output"]["hypotheses"]
     assert hypotheses, planner["response"]
-    from harness.engine.expression import parse_expression
+    from harness.core.expression import parse_expression
 
     parsed = []
     for h in hypotheses:

@@ -6,15 +6,15 @@ import numpy as np
 import pyoperon  # a core dependency: a broken install fails here, it does not skip
 import pytest
 
-from harness.engine.context import (
+from harness.core.context import (
     AgentContext,
     Budget,
     BudgetExhausted,
     BudgetTracker,
     evaluate_candidate,
 )
-from harness.engine.expression import parse_expression
-from harness.engine.task import Task
+from harness.core.expression import parse_expression
+from harness.core.task import Task
 from harness.sr.backends import run_search
 from harness.sr.operon_backend import (
     operon_kwargs,
@@ -164,7 +164,7 @@ def test_a_seed_with_a_costly_operator_is_injected_but_the_search_stays_fast() -
 def test_a_later_run_can_continue_the_population_of_an_earlier_one() -> None:
     """SRSettings.continue_search: the worker keeps a branch's population; the next run goes on from it."""
     import benchmarks
-    from harness.engine.context import AgentContext
+    from harness.core.context import AgentContext
     from harness.sr.backends import run_search
 
     task = benchmarks.load_suite("synthetic", names=["chem_react_synth_00"], n_train=100)[0]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.engine.context import AgentContext
-from harness.engine.task import Task
+from harness.core.context import AgentContext
+from harness.core.task import Task
 from harness.sr.plan import (
     DEFAULT_OPERATORS,
     PlanLimits,

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import sympy
 
-from harness.engine.context import AgentContext
-from harness.engine.task import Task
+from harness.core.context import AgentContext
+from harness.core.task import Task
 from harness.sr import pysr_backend
 from harness.sr.backends import BackendUnavailable, run_search
 from harness.sr.plan import SearchPlan

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from harness.engine.candidates import Candidate
-from harness.engine.context import AgentContext, BudgetTracker, evaluate_candidate
-from harness.engine.task import Task
+from harness.core.candidates import Candidate
+from harness.core.context import AgentContext, BudgetTracker, evaluate_candidate
+from harness.core.task import Task
 from harness.runtime.agent import AgentConfig, SRAgent
 from harness.sr import backends
 from harness.sr.backends import EngineRun

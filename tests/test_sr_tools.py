@@ -8,13 +8,13 @@ import sys
 import numpy as np
 
 import harness.sr.tools  # noqa: F401  (registers the tools)
-from harness.engine.context import (
+from harness.core.context import (
     AgentContext,
     Budget,
     BudgetTracker,
     evaluate_candidate,
 )
-from harness.engine.task import Task
+from harness.core.task import Task
 from harness.sr.backends import backend_names, run_search
 from harness.sr.hybrid import run_hybrid
 from harness.sr.plan import SearchPlan

@@ -4,7 +4,7 @@ def test_the_same_data_under_new_column_names_is_another_task() -> None:
     """Found by the regressor's warm start: a worker keyed by data alone answered with the old names."""
     import numpy as np
 
-    from harness.engine.task import Task
+    from harness.core.task import Task
     from harness.sr.workers import task_key
 
     X, y = np.arange(20.0).reshape(10, 2), np.arange(10.0)
@@ -17,7 +17,7 @@ def test_the_same_data_under_new_column_names_is_another_task() -> None:
 def _linear_task():
     import numpy as np
 
-    from harness.engine.task import Task
+    from harness.core.task import Task
 
     rng = np.random.default_rng(0)
     X = rng.uniform(1, 3, (120, 2))
@@ -31,7 +31,7 @@ def test_a_stuck_engine_is_killed_at_its_deadline_and_the_solve_keeps_the_pools_
     import time
 
     from harness import FrozenHarness
-    from harness.engine.context import Budget
+    from harness.core.context import Budget
     from harness.sr import workers
     from tests.doubles import ScriptedLLM, scripted_role_output
 
@@ -58,7 +58,7 @@ def test_a_worker_that_does_not_start_in_time_is_killed(monkeypatch, tmp_path) -
 
     import pytest
 
-    from harness.engine.context import AgentContext
+    from harness.core.context import AgentContext
     from harness.sr import workers
     from harness.sr.plan import SearchPlan
 

@@ -8,9 +8,9 @@ import threading
 
 import numpy as np
 
-from harness.engine.candidates import Candidate
-from harness.engine.context import Budget, BudgetTracker
-from harness.engine.task import Task
+from harness.core.candidates import Candidate
+from harness.core.context import Budget, BudgetTracker
+from harness.core.task import Task
 from harness.runtime.state import (
     NODES_FILE,
     RESULT_FILE,

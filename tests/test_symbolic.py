@@ -1,4 +1,4 @@
-"""Symbolic accuracy (harness/engine/symbolic.py): equivalent up to the truth's free constants, and nothing looser."""
+"""Symbolic accuracy (harness/core/symbolic.py): equivalent up to the truth's free constants, and nothing looser."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import benchmarks
-from harness.engine.symbolic import symbolic_match, task_symbolic_match, truth_skeleton
+from harness.core.symbolic import symbolic_match, task_symbolic_match, truth_skeleton
 
 
 @pytest.fixture(scope="module")

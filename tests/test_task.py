@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from harness.engine.task import RESERVED_NAMES, Split, Task, TaskError, safe_identifier
+from harness.core.task import RESERVED_NAMES, Split, Task, TaskError, safe_identifier
 
 
 def make(n: int = 50, d: int = 2, seed: int = 0, **kw) -> Task:
@@ -148,7 +148,7 @@ def test_safe_identifier():
 
 
 def test_reserved_names_cover_engine_functions():
-    from harness.engine import expression
+    from harness.core import expression
     assert set(expression.ALLOWED_FUNCTIONS) <= RESERVED_NAMES
     # every name a Task accepts is also accepted by the engine
     t = make(input_names=["gamma_", "T"])

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from harness.engine import analysis, shape_analysis
-from harness.engine.candidates import Candidate, select_best
-from harness.engine.context import AgentContext
+from harness.core import analysis, shape_analysis
+from harness.core.candidates import Candidate, select_best
+from harness.core.context import AgentContext
 from harness.runtime.state import SearchRunState
 from workflows.roles import PlanOutput
 
@@ -49,7 +49,7 @@ def with_term(base: str, term: str, variables: list[str]) -> str | None:
     """
     import sympy
 
-    from harness.engine.expression import Expression, ExpressionError, parse_expression
+    from harness.core.expression import Expression, ExpressionError, parse_expression
 
     try:
         b = parse_expression(base, variables)
@@ -101,7 +101,7 @@ def residual_evidence(ctx: AgentContext, branch: Branch) -> str:
     best = branch.best()
     if best is None:
         return "The branch has no usable equation yet (the SR runs failed or found nothing finite)."
-    from harness.engine.residuals import residual_report
+    from harness.core.residuals import residual_report
 
     lines = [f"Best equation: {describe(best)}"]
     try:

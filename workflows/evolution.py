@@ -15,8 +15,8 @@ import math
 import statistics
 import time
 
-from harness.engine.candidates import Candidate
-from harness.engine.context import BudgetExhausted
+from harness.core.candidates import Candidate
+from harness.core.context import BudgetExhausted
 from harness.llm.base import LLMError
 from harness.runtime.nodes import NodeKind, NodeType
 from harness.sr.llm_generator import ExperienceBuffer, PromptShape, generate_equations

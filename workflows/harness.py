@@ -16,7 +16,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harness.engine.vocabulary import BASIC_OPERATORS
+from harness.sr.settings import DEFAULT_BACKEND
+from harness.core.vocabulary import BASIC_OPERATORS
 from harness.runtime.role_agent import RoleAgentConfig
 from harness.sr.backends import backend_names
 from workflows.identity import harness_identity, identity_digest, llm_identity
@@ -27,7 +28,7 @@ from workflows.roles import ROLE_NAMES, default_prompts, initial_prompts, role_a
 # Planner's fitted hypotheses, w = (0, 1, 0, 0, 0); the engine settings are SRSettings' defaults (60 s per run).
 # Why each choice: docs/decisions.md.
 SHIPPED_WORKFLOW = WorkflowParams.from_tuple((0, 1, 0, 0, 0))
-SHIPPED_BACKEND = "operon"
+SHIPPED_BACKEND = DEFAULT_BACKEND
 SHIPPED_LLM: dict[str, Any] = {"provider": "local", "model": "qwen2.5-coder-1.5b-instruct", "temperature": 0.7,
                                "max_tokens": 384}
 # HarnessSR's initial harness (the optimizer's ``seed=initial``): the generic role prompts and the shipped workflow

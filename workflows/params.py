@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from harness.engine.context import FitSettings
+from harness.core.context import FitSettings
 from harness.runtime.role_agent import coerce_role_agents, role_calls
 from harness.sr.settings import EngineSettings
 
@@ -125,7 +125,7 @@ class SRSettings(EngineSettings):
     extrapolation, which is what out-of-domain data asks of an equation.
     ``combine_terms``: after the last SR run, small least-squares combinations of the additive terms of the pool's
     best equations and of every hypothesis (also those too poor alone) join the pool when they beat its best
-    validation NMSE by a clear factor (``harness.engine.combine``): the model's terms and the engine's meet.
+    validation NMSE by a clear factor (``harness.core.combine``): the model's terms and the engine's meet.
     ``seed_engine``: fitted hypotheses (and carried equations) seed the engine's population; off, every SR run is
     exactly the unguided search and the model's equations enter only through the pool and the combination.
     ``unguided_run``: one more engine run, the floor plan with the task's seed and no seeds, beside the roles: its
@@ -152,7 +152,7 @@ class SRSettings(EngineSettings):
     branch's first run; 0 = off; no kept hypothesis = no residual run).
 
     ``sparse_regression``: after the last SR run, sparse regressions of the target on generic libraries
-    (``harness.engine.basis``): the inputs' monomials up to degree 3, ``sin``/``cos`` of each input at unit
+    (``harness.core.basis``): the inputs' monomials up to degree 3, ``sin``/``cos`` of each input at unit
     frequency and at the dominant frequencies of the target and of what the pool's best leaves (a periodogram),
     their products with the inputs, and in a second, wider library the classical forms of a signed state (``abs``,
     ``tanh``, couplings localized near rest); SINDy's thresholding and a forward stepwise path pick the terms,
@@ -160,7 +160,7 @@ class SRSettings(EngineSettings):
     best validation NMSE by the combination's factor (a third of one SR run's seconds, 1 to 20 s; only for a task
     with an input taking both signs, a state around its equilibrium; why on: docs/oscillators.md).
     ``stop_at_exact``: once the pool holds an exact fit (validation NMSE at the data's precision,
-    ``harness.engine.candidates.NMSE_FLOOR``), the run makes no further role call or SR run (status
+    ``harness.core.candidates.NMSE_FLOOR``), the run makes no further role call or SR run (status
     ``target_reached``); the optimizer's training runs use it to stop paying for tasks already solved.
 
     The defaults are the shipped harness's engine settings (``workflows.harness.shipped_harness``; why each:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from harness.engine.vocabulary import PROMPT_FUNCTIONS
+from harness.core.vocabulary import PROMPT_FUNCTIONS
 from harness.tools.base import bound_text
 from workflows.roles import format_text
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from harness.engine.context import evaluate_candidate
-from harness.engine.expression import ExpressionError
+from harness.core.context import evaluate_candidate
+from harness.core.expression import ExpressionError
 from harness.runtime.role_agent import RoleAgent
 from workflows.evidence import Branch, with_term
 from workflows.prompting import build_messages

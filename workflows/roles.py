@@ -60,7 +60,7 @@ class RoleOutput(BaseModel):
             prop.pop("default", None)
             prop.pop("description", None)  # described in the prompt's format text instead
         if "operators" in schema.get("properties", {}):  # a grammar-constrained model can only pick real names
-            from harness.engine.vocabulary import OPERATORS
+            from harness.core.vocabulary import OPERATORS
 
             schema["properties"]["operators"]["items"]["enum"] = list(OPERATORS)
         schema["required"] = list(schema.get("properties", {}))

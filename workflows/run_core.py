@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from harness.engine.candidates import NMSE_FLOOR, Candidate
-from harness.engine.context import AgentContext, BudgetTracker
-from harness.engine.task import Task
+from harness.core.candidates import NMSE_FLOOR, Candidate
+from harness.core.context import AgentContext, BudgetTracker
+from harness.core.task import Task
 from harness.llm.base import LLMClient
 from harness.runtime.interaction import RunControl
 from harness.runtime.nodes import NodeKind

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from harness.engine.candidates import Candidate
-from harness.engine.context import Budget, BudgetTracker, RunStatus
+from harness.sr.settings import DEFAULT_BACKEND
+from harness.core.candidates import Candidate
+from harness.core.context import Budget, BudgetTracker, RunStatus
 from harness.runtime.interaction import RunControl
 from harness.runtime.role_agent import RoleAgentConfig
 from harness.runtime.state import SearchRunState
@@ -239,7 +240,7 @@ def run_workflow(
     prompts: dict[str, str] | None,
     llm: Any,
     *,
-    backend: str = "operon",
+    backend: str = DEFAULT_BACKEND,
     sr_settings: SRSettings | dict[str, Any] | None = None,
     budget: Budget | BudgetTracker | dict[str, Any] | None = None,
     seed: int = 0,

@@ -17,12 +17,12 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from harness.engine.basis import signed_inputs, sparse_candidates
-from harness.engine.candidates import NMSE_FLOOR, Candidate, pareto_front, select_best
-from harness.engine.combine import GUIDED_SOURCES, CombineSettings, combine_terms
-from harness.engine.context import AgentContext, BudgetExhausted, evaluate_candidate
-from harness.engine.expression import ExpressionError, parse_expression, right_hand_side
-from harness.engine.task import Split
+from harness.core.basis import signed_inputs, sparse_candidates
+from harness.core.candidates import NMSE_FLOOR, Candidate, pareto_front, select_best
+from harness.core.combine import GUIDED_SOURCES, CombineSettings, combine_terms
+from harness.core.context import AgentContext, BudgetExhausted, evaluate_candidate
+from harness.core.expression import ExpressionError, parse_expression, right_hand_side
+from harness.core.task import Split
 from harness.runtime.nodes import NodeKind, NodeType
 from harness.sr.plan import SearchPlan
 from harness.sr.tools import RunSRSearchTool
@@ -288,7 +288,7 @@ class SRSteps(WorkflowRun):
         return f"{self.run_id}/{branch}"
 
     def sparse(self) -> None:
-        """Sparse regression over generic libraries (``SRSettings.sparse_regression``, ``harness.engine.basis``):
+        """Sparse regression over generic libraries (``SRSettings.sparse_regression``, ``harness.core.basis``):
         the best sparse fit joins the pool when its validation NMSE beats the pool's best by the combination's
         factor (``CombineSettings.min_gain``), so it never displaces a near-equal fit; bounded by the time left.
         Only for a task with a signed input (a state around its equilibrium): on the training pools of tasks

@@ -1,1 +1,1 @@
-"""Loaders that turn benchmark files (or the built-in generator) into validated :class:`harness.engine.task.Task` objects."""
+"""Loaders that turn benchmark files (or the built-in generator) into validated :class:`harness.core.task.Task` objects."""

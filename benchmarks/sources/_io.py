@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.engine.task import TaskError, is_constant
+from harness.core.task import TaskError, is_constant
 
 ENV_DATA_ROOT = "HARNESS_SR_DATA"
 REPO_ROOT = Path(__file__).resolve().parents[2]

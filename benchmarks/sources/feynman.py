@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.sources._io import data_root, read_table
-from harness.engine.task import Split, Task, TaskError, safe_identifier
+from harness.core.task import Split, Task, TaskError, safe_identifier
 
 log = logging.getLogger(__name__)
 FUNCTION_ALIASES = {"ln": "log"}  # spellings in the table the engine writes differently
@@ -123,7 +123,7 @@ def make_task(
     eq: Equation, *, n_train: int = 500, n_test: int = 200, n_ood: int = 200, seed: int = 0, ood_extend: float = 0.5
 ) -> Task:
     """Sample one equation; raises TaskError (with the reason) if it cannot be parsed or sampled."""
-    from harness.engine.expression import ExpressionError, parse_expression
+    from harness.core.expression import ExpressionError, parse_expression
 
     names = [eq.renamed.get(v, v) for v in eq.variables]
     if not names:

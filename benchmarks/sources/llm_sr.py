@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from benchmarks.sources._io import check_target, data_root, numeric_columns, read_table
-from harness.engine.task import Split, Task, TaskError, safe_identifier
+from harness.core.task import Split, Task, TaskError, safe_identifier
 
 PROBLEMS: dict[str, dict[str, Any]] = {
     # The two simulated oscillators' laws (LLM-SR's paper, appendix): with these constants they reproduce the files'

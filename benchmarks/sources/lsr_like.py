@@ -50,9 +50,9 @@ from benchmarks.sources.lsr_like_library import (  # noqa: F401  (the catalogue 
     ALIASES, DOMAIN_SPECS, LAWS, SPLITS, TERMS, Domain, Law, Term, candidate_laws, check_terms, get_domain,
     law_split,
 )
-from harness.engine.evaluator import compute_metrics, fit
-from harness.engine.expression import Expression, parse_expression
-from harness.engine.task import Split, Task, TaskError
+from harness.core.evaluator import compute_metrics, fit
+from harness.core.expression import Expression, parse_expression
+from harness.core.task import Split, Task, TaskError
 
 RTOL, ATOL = 1e-10, 1e-12
 MAX_STATE = 1e4
@@ -196,7 +196,7 @@ def polynomial_accuracy(train: Split, test: Split, degree: int = 3) -> float:
 def recoverable(truth: str, inputs: Sequence[str], train: Split, tests: Iterable[Split]) -> bool:
     """The law's own form, constants refitted in float64 on ``train`` from their true values, reaches acc_0.001
     on every test split: the accuracy figures can be earned by finding the law."""
-    from harness.engine.symbolic import truth_skeleton
+    from harness.core.symbolic import truth_skeleton
 
     skeleton, constants = truth_skeleton(truth, list(inputs))
     skeleton = Expression(skeleton.sympy, skeleton.variables, dict(zip(skeleton.parameters, constants)))

@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from benchmarks.sources.lsr_synth import DOMAIN_LABELS, DOMAINS as LSR_DOMAINS
-from harness.engine.task import TaskError
+from harness.core.task import TaskError
 
 SPLITS = ("all", "train", "test")
 

@@ -27,7 +27,7 @@ from typing import Iterable
 import numpy as np
 
 from benchmarks.sources._io import data_root
-from harness.engine.task import Split, Task, TaskError
+from harness.core.task import Split, Task, TaskError
 
 # domain -> (target, target description, [(input, description), ...]) as in LLM-SRBench's data modules.
 DOMAINS: dict[str, tuple[str, str, list[tuple[str, str]]]] = {
@@ -214,8 +214,8 @@ def _from_metadata(row: dict, n_inputs: int) -> tuple[tuple[str, str, list[tuple
 
 def _truth(expression: str, inputs: list[str], constants: list[str], train: Split) -> tuple[str | None, str]:
     """The metadata expression in our grammar, constants fitted to the training data; (None, why) if not."""
-    from harness.engine.evaluator import fit
-    from harness.engine.expression import ExpressionError, parse_expression
+    from harness.core.evaluator import fit
+    from harness.core.expression import ExpressionError, parse_expression
 
     text = str(expression or "").replace("^", "**")
     if not text.strip():

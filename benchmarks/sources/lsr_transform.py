@@ -41,9 +41,9 @@ import sympy
 
 from benchmarks.sources._io import data_root
 from benchmarks.sources.feynman import Equation, read_equations
-from harness.engine.expression import ExpressionError, _run_with_timeout, parse_expression
-from harness.engine.paths import cache_dir
-from harness.engine.task import Split, Task, TaskError, safe_identifier
+from harness.core.expression import ExpressionError, _run_with_timeout, parse_expression
+from harness.core.paths import cache_dir
+from harness.core.task import Split, Task, TaskError, safe_identifier
 
 log = logging.getLogger(__name__)
 RECIPE_VERSION = 1  # bump when the transformation rules change: the cache is keyed by it

@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from harness.engine.task import Split, Task, TaskError
+from harness.core.task import Split, Task, TaskError
 
 RTOL, ATOL = 1e-10, 1e-12
 MAX_STATE = 1e4  # trajectories leaving this box are treated as blown up

@@ -19,7 +19,7 @@ from benchmarks.sources._io import (
     random_partition,
     read_table,
 )
-from harness.engine.task import Split, Task, TaskError, safe_identifier
+from harness.core.task import Split, Task, TaskError, safe_identifier
 
 
 def load_table(

@@ -23,8 +23,9 @@ from pydantic import (
     model_validator,
 )
 
+from harness.sr.settings import DEFAULT_BACKEND
 from harness.app.solution import Solution
-from harness.engine.jsonio import json_safe, write_text_atomic
+from harness.core.jsonio import json_safe, write_text_atomic
 from workflows.harness import Harness, run_harness, shipped_harness
 from workflows.identity import llm_identity
 from workflows.params import WorkflowParams
@@ -201,7 +202,7 @@ class FrozenHarness(Harness):
         prompts: dict[str, str],
         workflow: WorkflowParams | tuple[int, ...],
         *,
-        backend: str = "operon",
+        backend: str = DEFAULT_BACKEND,
         sr_settings: dict[str, Any] | None = None,
         llm: Any = None,
         provenance: dict[str, Any] | None = None,

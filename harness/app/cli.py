@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.sr.settings import DEFAULT_BACKEND
 from harness.app.cli_support import (
     load_task,
     plain,
@@ -90,7 +91,7 @@ def agent_command(cfg: DictConfig) -> int:
     """Run the R-C-L-K agent on one task, print progress and the best equation."""
     from rich.console import Console
 
-    from harness.engine.context import AgentContext, Budget, BudgetTracker, FitSettings, RunStatus
+    from harness.core.context import AgentContext, Budget, BudgetTracker, FitSettings, RunStatus
     from harness.llm.config import LLMConfig
     from harness.llm.factory import make_llm
     from harness.runtime.agent import AgentConfig, SRAgent
@@ -143,7 +144,7 @@ def agent_search_settings(backend_cfg: dict[str, Any]) -> "SearchSettings":
     from harness.sr.backends import backend_names
     from workflows.params import SRSettings
 
-    name = str(backend_cfg.get("name") or "operon").strip().lower()
+    name = str(backend_cfg.get("name") or DEFAULT_BACKEND).strip().lower()
     if name not in backend_names():
         raise ValueError(f"unknown SR backend {name!r}; choose one of {', '.join(backend_names())}")
     settings = SRSettings.coerce({k: v for k, v in backend_cfg.items() if k != "name"})

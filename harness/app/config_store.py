@@ -15,8 +15,9 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from pydantic import BaseModel
 
+from harness.sr.settings import DEFAULT_BACKEND
 from harness.app.executor import ExecutorConfig
-from harness.engine.context import Budget, FitSettings
+from harness.core.context import Budget, FitSettings
 from harness.llm.config import LLMConfig
 from harness.runtime.agent_config import AgentConfig
 from workflows.params import SRSettings
@@ -33,7 +34,7 @@ def register_bases() -> None:
     cs = ConfigStore.instance()
     # extra: null (not {}) so that a whole dict can be given on the command line: llm.extra={...}
     cs.store(group="llm", name="base", node=defaults_of(LLMConfig, extra=None))
-    cs.store(group="backend", name="base", node={"name": "operon", **defaults_of(SRSettings)})
+    cs.store(group="backend", name="base", node={"name": DEFAULT_BACKEND, **defaults_of(SRSettings)})
     # runtime_env: null (not {}) so that a whole dict can be given: executor.runtime_env={working_dir: .}
     cs.store(group="executor", name="base", node=defaults_of(ExecutorConfig))
     cs.store(name="agent_base", node={"agent": defaults_of(AgentConfig),

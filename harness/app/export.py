@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 import sympy
 
-from harness.engine.expression import parse_expression
+from harness.core.expression import parse_expression
 
 MODEL_SELECTIONS = ("accuracy", "best", "score")
 BEST_LOSS_FACTOR = 1.5  # PySR's "best": highest score among equations with loss within 1.5x of the most accurate

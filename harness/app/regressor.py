@@ -24,7 +24,7 @@ class HarnessRegressor:
         harness: ``"default"``, a path to a harness JSON file, or a :class:`~harness.app.artifact.FrozenHarness`.
         llm: ``None`` (the harness's LLM settings), an ``LLMConfig``, a dict of LLMConfig fields, or a client.
         backend: SR engine override (``operon``, ``pysr``, ...); ``None`` keeps the harness's.
-        budget: a ``harness.engine.context.Budget`` or dict (max_llm_calls, max_solver_runs, max_seconds, max_tokens).
+        budget: a ``harness.core.context.Budget`` or dict (max_llm_calls, max_solver_runs, max_seconds, max_tokens).
         seed: run seed (validation split, engine seeds).
         sr_settings: overrides of the harness's SR settings (e.g. ``{"time_budget": 5}``).
         run_dir: where the run's nodes.jsonl / result.json go (``None``: nothing written).
@@ -81,7 +81,7 @@ class HarnessRegressor:
     ) -> "HarnessRegressor":
         """Search an equation for y from X (array or DataFrame; a DataFrame's columns name the inputs)."""
         from harness.app.artifact import FrozenHarness
-        from harness.engine.task import Task, safe_identifier
+        from harness.core.task import Task, safe_identifier
 
         X_arr, names = _as_matrix(X, variable_names)
         safe: list[str] = []
@@ -123,7 +123,7 @@ class HarnessRegressor:
         old = list(getattr(self, "variable_names_", []))
         if len(old) != len(names):
             raise ValueError(f"warm_start: the previous fit had {len(old)} inputs, this one {len(names)}")
-        from harness.engine.expression import parse_expression
+        from harness.core.expression import parse_expression
 
         out = []
         for equation in self.equations_["equation"]:
@@ -165,7 +165,7 @@ class HarnessRegressor:
             raise ValueError(f"X has {X_arr.shape[1]} columns, the model was fitted on {self.n_features_in_}")
         if index is None and self.model_selection is None:
             return self.solution_.predict(X_arr)
-        from harness.engine.expression import parse_expression
+        from harness.core.expression import parse_expression
 
         return parse_expression(self._equation(index), self.variable_names_)(X_arr)
 
@@ -179,7 +179,7 @@ class HarnessRegressor:
 
     def sympy(self, index: int | None = None) -> Any:
         """The chosen equation as a sympy expression over the (sanitised) input names."""
-        from harness.engine.expression import parse_expression
+        from harness.core.expression import parse_expression
 
         return parse_expression(self._equation(index), self.variable_names_).sympy
 

@@ -15,7 +15,7 @@ def front_frame(candidates: list[Any], variables: list[str]) -> Any:
     """Pareto front as a PySR-style DataFrame: complexity, loss (valid NMSE), score, equation, sympy_format."""
     import pandas as pd
 
-    from harness.engine.expression import parse_expression
+    from harness.core.expression import parse_expression
 
     rows = []
     prev: tuple[float, int] | None = None
@@ -59,7 +59,7 @@ class Solution:
 
     @classmethod
     def from_result(cls, result: Any, task: Any, harness_digest: str | None = None) -> "Solution":
-        from harness.engine.expression import parse_expression
+        from harness.core.expression import parse_expression
 
         names = list(task.input_names)
         best = result.best
@@ -82,7 +82,7 @@ class Solution:
         """A solution back from its ``result.json`` record (what :meth:`to_record` wrote)."""
         import pandas as pd
 
-        from harness.engine.expression import ExpressionError, parse_expression
+        from harness.core.expression import ExpressionError, parse_expression
 
         names = list(record.get("input_names") or [])
         equation = record.get("expression")
@@ -108,7 +108,7 @@ class Solution:
         """Evaluate the selected equation on rows of X (columns in ``input_names`` order)."""
         if self.equation is None:
             raise RuntimeError("the solve found no usable equation")
-        from harness.engine.expression import parse_expression
+        from harness.core.expression import parse_expression
 
         return parse_expression(self.equation, self.input_names)(np.asarray(X, dtype=float))
 
@@ -135,7 +135,7 @@ class Solution:
 
     def write_result(self, path: Path, base: dict[str, Any] | None = None) -> None:
         """result.json: the run state's record plus the selected expression, metrics and Pareto front."""
-        from harness.engine.jsonio import write_json_atomic
+        from harness.core.jsonio import write_json_atomic
 
         write_json_atomic(Path(path), {**(base or {}), **self.to_record()})
 

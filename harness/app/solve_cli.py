@@ -70,9 +70,9 @@ def solve_command(cfg: DictConfig) -> int:
 
     from harness.app.artifact import ArtifactError, FrozenHarness
     from harness.app.cli_support import column_list, column_map, load_task, plain, print_error, run_dir_of
-    from harness.engine.anonymize import anonymize
-    from harness.engine.context import Budget
-    from harness.engine.task import TaskError
+    from harness.core.anonymize import anonymize
+    from harness.core.context import Budget
+    from harness.core.task import TaskError
     from harness.llm.base import LLMError
     from harness.llm.factory import make_llm
     from workflows.params import SRSettings, expected_llm_calls, expected_solver_runs

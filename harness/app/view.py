@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import sympy
 
-from harness.engine.jsonio import read_jsonl
+from harness.core.jsonio import read_jsonl
 from harness.runtime.state import MESSAGES_FILE, NODES_FILE, RESULT_FILE, RUN_FILE
 
 PLOTS = ("pareto_front.png", "pred_vs_true_id.png", "pred_vs_true_ood.png", "score_per_stage.png",
@@ -63,7 +63,7 @@ def _num(value: Any) -> str:
 
 def mathml(equation: str, names: Sequence[str]) -> str:
     """The equation as presentation MathML (floats at 4 significant digits); the text itself if it does not parse."""
-    from harness.engine.expression import ExpressionError, parse_expression
+    from harness.core.expression import ExpressionError, parse_expression
 
     try:
         expr = parse_expression(equation, list(names)).sympy

@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harness.engine.sqlitedb import connect
+from harness.core.sqlitedb import connect
 from harness.llm.base import CompletionRequest, LLMClient, LLMResponse, ToolCall
 
 _SCHEMA = """

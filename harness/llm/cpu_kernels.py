@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
-from harness.engine.paths import cache_dir
+from harness.core.paths import cache_dir
 from harness.llm.base import LLMError
 
 log = logging.getLogger(__name__)

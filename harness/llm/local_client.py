@@ -33,7 +33,7 @@ from typing import Any
 
 import jsonschema
 
-from harness.engine.resources import engine_runs_active
+from harness.core.resources import engine_runs_active
 from harness.llm.base import (
     CompletionRequest,
     LLMClient,

@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.engine.paths import CACHE_ENV, cache_dir
+from harness.core.paths import CACHE_ENV, cache_dir
 from harness.llm.base import LLMError
 
 CHUNK_BYTES = 8 * 1024 * 1024

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.engine.context import AgentContext, RunStatus
+from harness.core.context import AgentContext, RunStatus
 from harness.llm.base import LLMClient, LLMError, LLMResponse
 from harness.runtime.agent_config import (
     CONTINUE,

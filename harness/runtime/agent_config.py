@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.engine.candidates import Candidate
-from harness.engine.context import RunStatus
+from harness.core.candidates import Candidate
+from harness.core.context import RunStatus
 from harness.llm.base import LLMResponse, ToolCall
 from harness.tools.base import ToolCallResult
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Literal, get_args
 
-from harness.engine.jsonio import json_restore, json_safe
+from harness.core.jsonio import json_restore, json_safe
 
 
 class NodeType(str, Enum):

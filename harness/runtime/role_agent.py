@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.engine.context import AgentContext
+from harness.core.context import AgentContext
 from harness.llm.base import LLMClient, LLMResponse
 from harness.llm.json_output import parse_json_output
 from harness.runtime.agent_config import AgentConfig, Iteration, Sample

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.engine.candidates import Candidate, pareto_front, select
-from harness.engine.context import RunStatus
-from harness.engine.jsonio import json_restore, json_safe, write_json_atomic
+from harness.core.candidates import Candidate, pareto_front, select
+from harness.core.context import RunStatus
+from harness.core.jsonio import json_restore, json_safe, write_json_atomic
 from harness.runtime.nodes import Node, NodeKind, Relation, relation_between
 
 RESPONSE_LIMIT = 4000
@@ -81,7 +81,7 @@ class SearchRunState:
     ):
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.selection, self.selection_tolerance = selection, float(selection_tolerance)
-        self.budget = budget  # a harness.engine.context.BudgetTracker (duck-typed: snapshot(), budget, exhausted())
+        self.budget = budget  # a harness.core.context.BudgetTracker (duck-typed: snapshot(), budget, exhausted())
         self.task = task_summary(task)
         self.config = dict(config or {})
         self.split = split
@@ -217,7 +217,7 @@ class SearchRunState:
         return self._origin.get(equation)
 
     def best(self) -> Candidate | None:
-        """The selected equation under the run's selection rule (see ``harness.engine.candidates.select``)."""
+        """The selected equation under the run's selection rule (see ``harness.core.candidates.select``)."""
         return select(self.candidates, self.selection, self.selection_tolerance, self.split)
 
     def front(self) -> list[Candidate]:

@@ -15,8 +15,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from harness.engine.candidates import Candidate, dedupe
-from harness.engine.context import AgentContext, BudgetExhausted, RunStatus
+from harness.core.candidates import Candidate, dedupe
+from harness.core.context import AgentContext, BudgetExhausted, RunStatus
 from harness.llm.base import LLMClient, LLMResponse, ToolCall
 from harness.llm.protocols import BaseParser, NativeToolParser, make_parser
 from harness.runtime.agent_config import AgentConfig, Iteration, Sample

@@ -14,11 +14,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.engine.candidates import Candidate, dedupe, pareto_front, select_best
-from harness.engine.context import AgentContext, BudgetExhausted
-from harness.engine.resources import engine_run
+from harness.core.candidates import Candidate, dedupe, pareto_front, select_best
+from harness.core.context import AgentContext, BudgetExhausted
+from harness.core.resources import engine_run
 from harness.sr.plan import PlanLimits, SearchPlan
-from harness.sr.settings import SearchSettings
+from harness.sr.settings import DEFAULT_BACKEND, MAX_EXTRA_OPERATORS, SearchSettings
 
 __all__ = [
     "BACKENDS",
@@ -29,13 +29,13 @@ __all__ = [
     "run_plan",
     "backend_names",
     "MIN_ENGINE_SECONDS",
-    "SREngine",
-    "load_engine",
+    "SRBackend",
+    "load_backend",
 ]
 
 MIN_ENGINE_SECONDS = 1.0  # engines count time in whole seconds; less than this left means the budget is spent
 
-# name -> "module:function" of an :class:`SREngine`, imported when first used
+# name -> "module:function" of an :class:`SRBackend`, imported when first used
 BACKENDS: dict[str, str] = {
     "operon": "harness.sr.operon_backend:run_operon",
     "pysr": "harness.sr.pysr_backend:run_pysr",
@@ -57,7 +57,7 @@ class EngineRun:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-class SREngine(Protocol):
+class SRBackend(Protocol):
     """What an SR engine is: one search under a validated plan, at most ``max_seconds`` long, scored by the
     context's evaluator. Raises :class:`BackendUnavailable` when it cannot run here."""
 
@@ -101,12 +101,12 @@ def backend_names() -> list[str]:
     return sorted(BACKENDS) + ["auto"]
 
 
-def load_engine(name: str) -> SREngine:
+def load_backend(name: str) -> SRBackend:
     """The engine registered as ``name`` (a KeyError names the known ones)."""
     if name not in BACKENDS:
         raise KeyError(f"unknown SR engine {name!r}; known: {', '.join(sorted(BACKENDS))}")
     module, func = BACKENDS[name].split(":")
-    engine: SREngine = getattr(importlib.import_module(module), func)
+    engine: SRBackend = getattr(importlib.import_module(module), func)
     return engine
 
 
@@ -129,7 +129,7 @@ def _run_engine(name: str, plan: SearchPlan, context: AgentContext, seconds: flo
     from harness.sr import workers
 
     if name not in workers.PROCESS_ENGINES or workers.in_process_requested():
-        return load_engine(name)(plan, context, max_seconds=seconds)
+        return load_backend(name)(plan, context, max_seconds=seconds)
     t0 = time.perf_counter()
     try:
         return workers.run_in_worker(name, plan, context, max_seconds=seconds)
@@ -144,21 +144,21 @@ def _run_engine(name: str, plan: SearchPlan, context: AgentContext, seconds: flo
 def run_search(
     plan: SearchPlan | dict[str, Any] | str | None,
     context: AgentContext,
-    backend: str = "operon",
+    backend: str = DEFAULT_BACKEND,
     *,
     limits: PlanLimits | dict[str, Any] | None = None,
     floor: SearchPlan | dict[str, Any] | None = None,
-    max_extra_operators: int = 4,
+    max_extra_operators: int = MAX_EXTRA_OPERATORS,
 ) -> SearchOutcome:
     """Admit ``plan`` (anything: validated, clipped to ``limits``, widened to ``floor`` when given) and run it
     (:func:`run_plan`). For scripts and tests; a run's tools admit plans under its ``SearchSettings``."""
-    settings = SearchSettings(backend=backend or "operon", limits=limits or PlanLimits(), floor=floor,
+    settings = SearchSettings(backend=backend or DEFAULT_BACKEND, limits=limits or PlanLimits(), floor=floor,
                               max_extra_operators=max_extra_operators)
     valid_plan, changes = settings.admit(plan, context.variables)
     return run_plan(valid_plan, context, settings.backend, changes=changes)
 
 
-def run_plan(plan: SearchPlan, context: AgentContext, backend: str = "operon", *,
+def run_plan(plan: SearchPlan, context: AgentContext, backend: str = DEFAULT_BACKEND, *,
              changes: list[str] | tuple[str, ...] = ()) -> SearchOutcome:
     """Run an admitted plan as it is: charge one solver run, run ``backend`` for at most the plan's time (capped
     by the seconds the run has left) and pool its candidates. ``changes``: what admitting the plan changed.
@@ -167,7 +167,7 @@ def run_plan(plan: SearchPlan, context: AgentContext, backend: str = "operon", *
     Engine failures are returned in ``error``; only :class:`BudgetExhausted` propagates (the run must stop).
     """
     t0 = time.perf_counter()
-    name = str(backend or "operon").strip().lower()
+    name = str(backend or DEFAULT_BACKEND).strip().lower()
     outcome = SearchOutcome(backend=name, backend_used=name, plan=plan, plan_changes=list(changes))
     if name not in BACKENDS and name != "auto":
         outcome.error = f"unknown backend {backend!r}; choose one of {', '.join(backend_names())}"

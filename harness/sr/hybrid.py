@@ -11,8 +11,8 @@ import math
 import time
 from typing import Any
 
-from harness.engine.candidates import Candidate
-from harness.engine.context import AgentContext, BudgetExhausted
+from harness.core.candidates import Candidate
+from harness.core.context import AgentContext, BudgetExhausted
 from harness.sr.backends import MIN_ENGINE_SECONDS, BackendUnavailable, EngineRun
 from harness.sr.operon_backend import run_operon
 from harness.sr.plan import SearchPlan

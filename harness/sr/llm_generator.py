@@ -13,9 +13,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from harness.engine.candidates import Candidate
-from harness.engine.context import AgentContext, BudgetExhausted, evaluate_candidate
-from harness.engine.expression import (
+from harness.core.candidates import Candidate
+from harness.core.context import AgentContext, BudgetExhausted, evaluate_candidate
+from harness.core.expression import (
     ALLOWED_FUNCTIONS,
     ExpressionError,
     parse_expression,

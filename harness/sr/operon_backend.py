@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 import sympy
 
-from harness.engine.candidates import Candidate
-from harness.engine.context import AgentContext, evaluate_candidate
-from harness.engine.expression import Expression, ExpressionError, parse_expression
-from harness.engine.vocabulary import COSTLY_OPERATORS, OPERATORS
+from harness.core.candidates import Candidate
+from harness.core.context import AgentContext, evaluate_candidate
+from harness.core.expression import Expression, ExpressionError, parse_expression
+from harness.core.vocabulary import COSTLY_OPERATORS, OPERATORS
 from harness.sr.backends import EngineRun
 from harness.sr.operon_trees import _import_operon, _inject, _seed_individuals, _seed_operators, sympy_to_tree
 from harness.sr.plan import SearchPlan

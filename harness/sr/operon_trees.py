@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import sympy
 
-from harness.engine.candidates import Candidate
-from harness.engine.expression import ExpressionError, parse_expression
+from harness.core.candidates import Candidate
+from harness.core.expression import ExpressionError, parse_expression
 from harness.sr.backends import BackendUnavailable
 from harness.sr.plan import operators_in
 

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.engine.expression import parse_expression
-from harness.engine.vocabulary import (
+from harness.core.expression import parse_expression
+from harness.core.vocabulary import (
     BINARY_OPERATORS,
     DEFAULT_OPERATORS,
     OPERATORS,

@@ -14,9 +14,9 @@ import math
 import re
 from typing import Any
 
-from harness.engine.expression import ExpressionError, parse_expression, right_hand_side
-from harness.engine.task import RESERVED_NAMES
-from harness.engine.vocabulary import (
+from harness.core.expression import ExpressionError, parse_expression, right_hand_side
+from harness.core.task import RESERVED_NAMES
+from harness.core.vocabulary import (
     BASE_OPERATORS,
     DEFAULT_OPERATORS,
     OPERATOR_ALIASES,

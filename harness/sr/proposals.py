@@ -1,6 +1,6 @@
 """Reading a model's equation proposals: JSON first (any reasonable shape), then the complete ``"expression"``
 fields of a reply cut short, then expression-looking lines. Only text comes out; the engine's grammar decides
-what an expression is (``harness.engine.expression``)."""
+what an expression is (``harness.core.expression``)."""
 
 from __future__ import annotations
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.engine.context import AgentContext
-from harness.engine.expression import parse_expression
-from harness.engine.vocabulary import UNARY_OPERATORS
+from harness.core.context import AgentContext
+from harness.core.expression import parse_expression
+from harness.core.vocabulary import UNARY_OPERATORS
 from harness.sr.backends import BackendUnavailable, EngineRun
 from harness.sr.operon_backend import (
     compute_features,

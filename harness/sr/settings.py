@@ -14,11 +14,15 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
-from harness.engine.vocabulary import COSTLY_OPERATORS, DEFAULT_OPERATORS, OPERATORS
+from harness.core.vocabulary import COSTLY_OPERATORS, DEFAULT_OPERATORS, OPERATORS
 from harness.sr.plan import PlanLimits, SearchPlan
 from harness.sr.plan_validation import validate_plan
 
-__all__ = ["EngineSettings", "SearchSettings", "search_settings", "widen_to_floor"]
+__all__ = ["DEFAULT_BACKEND", "MAX_EXTRA_OPERATORS", "EngineSettings", "SearchSettings", "search_settings",
+           "widen_to_floor"]
+
+DEFAULT_BACKEND = "operon"  # the SR engine a run uses unless told (`backend=`): the one spelling of the default
+MAX_EXTRA_OPERATORS = 0  # operators a plan may add beyond the floor's: none (docs/decisions.md)
 
 
 class EngineSettings(BaseModel):
@@ -39,7 +43,7 @@ class EngineSettings(BaseModel):
     loss: Literal["mse", "relative"] = "mse"
     max_seeds: int = Field(8, ge=0, le=20)
     operators: list[str] = Field(default_factory=lambda: list(DEFAULT_OPERATORS))
-    max_extra_operators: int = Field(0, ge=0, le=10)
+    max_extra_operators: int = Field(MAX_EXTRA_OPERATORS, ge=0, le=10)
     max_features: int = Field(0, ge=0, le=10)
     extras: dict[str, Any] = Field(default_factory=dict)
 
@@ -81,10 +85,10 @@ class SearchSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    backend: str = "operon"
+    backend: str = DEFAULT_BACKEND
     limits: PlanLimits = Field(default_factory=PlanLimits)
     floor: SearchPlan | None = None
-    max_extra_operators: int = Field(4, ge=0, le=10)
+    max_extra_operators: int = Field(MAX_EXTRA_OPERATORS, ge=0, le=10)
 
     @field_validator("backend")
     @classmethod
@@ -116,7 +120,7 @@ def search_settings(context: Any) -> SearchSettings:
     return settings
 
 
-def widen_to_floor(plan: SearchPlan, floor: SearchPlan, *, max_extra_operators: int = 4,
+def widen_to_floor(plan: SearchPlan, floor: SearchPlan, *, max_extra_operators: int = MAX_EXTRA_OPERATORS,
                    changes: list[str] | None = None) -> SearchPlan:
     """The plan, widened so it searches at least the space of ``floor`` (an unguided run's plan).
 

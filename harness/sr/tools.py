@@ -11,9 +11,9 @@ import math
 import re
 from typing import Any
 
-from harness.engine.candidates import Candidate
-from harness.engine.context import evaluate_candidate
-from harness.engine.vocabulary import operator_list_text
+from harness.core.candidates import Candidate
+from harness.core.context import evaluate_candidate
+from harness.core.vocabulary import operator_list_text
 from harness.sr.backends import run_plan
 from harness.sr.plan import SearchPlan
 from harness.sr.settings import search_settings
@@ -77,7 +77,7 @@ class RunSRSearchTool(BaseTool):
         """Search for equations with the SR engine, guided by a plan. Every field is optional.
 
         Args:
-            operators: Operators to use (the vocabulary is filled in from harness.engine.vocabulary).
+            operators: Operators to use (the vocabulary is filled in from harness.core.vocabulary).
             max_length: Largest equation size in nodes (5-60).
             time_budget: Seconds the engine may run.
             seeds: Hypotheses to start from, e.g. "c0*x*exp(-c1*t)" (inputs, c0..cN, numbers).

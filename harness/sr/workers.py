@@ -28,7 +28,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from harness.engine.context import AgentContext
+from harness.core.context import AgentContext
 
 __all__ = ["EngineFailure", "run_in_worker", "shutdown_workers", "PROCESS_ENGINES", "GRACE_SECONDS"]
 

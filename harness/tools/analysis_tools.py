@@ -1,7 +1,7 @@
 """Data-analysis tools: the model asks a question about the data and gets compact numbers back, never arrays.
 
 Each tool reads the run's data from the context (``context.train`` / ``context.valid`` / ``context.task``), calls
-the matching pure function in :mod:`harness.engine.analysis` and renders a short text (4 significant digits, under
+the matching pure function in :mod:`harness.core.analysis` and renders a short text (4 significant digits, under
 ~1500 characters) for the model; the full dict stays in ``ToolCallResult.result`` for traces.
 """
 
@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from harness.engine import analysis, shape_analysis
-from harness.engine.analysis import fmt
-from harness.engine.residuals import residual_report
+from harness.core import analysis, shape_analysis
+from harness.core.analysis import fmt
+from harness.core.residuals import residual_report
 from harness.tools.base import TOOLS, BaseTool, bound_text
 
 __all__ = [

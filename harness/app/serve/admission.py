@@ -44,7 +44,7 @@ def llm_config(settings: ServeSettings, harness: Any, choice: LLMChoice | None) 
 
 def budget(limits: ServeLimits, req: RunRequest) -> Any:
     """The run's Budget: the request's, with ``max_seconds`` at most (and by default) the server's limit."""
-    from harness.engine.context import Budget
+    from harness.core.context import Budget
 
     asked = req.budget.model_dump()
     if asked["max_seconds"] is None:

@@ -45,7 +45,7 @@ class LLMChoice(BaseModel):
 
 
 class BudgetRequest(BaseModel):
-    """``budget.*`` of a run (``harness.engine.context.Budget``); ``max_seconds`` at most the server's limit, which
+    """``budget.*`` of a run (``harness.core.context.Budget``); ``max_seconds`` at most the server's limit, which
     is also the budget of a request that sets none."""
 
     model_config = ConfigDict(extra="forbid")

@@ -17,7 +17,7 @@ RESULT_KEYS = ("status", "errors", "complexity", "llm_calls", "solver_runs", "se
 
 def exports(equation: str, names: Sequence[str]) -> dict[str, str]:
     """The equation for other tools: sympy text, LaTeX, and a NumPy Python function of the inputs."""
-    from harness.engine.expression import ExpressionError, parse_expression
+    from harness.core.expression import ExpressionError, parse_expression
 
     try:
         expr = parse_expression(equation, list(names)).sympy

@@ -88,7 +88,7 @@ class RunManager:
 
         from harness.app.artifact import ArtifactError, FrozenHarness
         from harness.app.cli_support import config_error
-        from harness.engine.task import TaskError
+        from harness.core.task import TaskError
 
         limits = self.settings.limits
         try:
@@ -208,7 +208,7 @@ class RunManager:
 
     def _run_agent(self, run: LiveRun, p: Prepared) -> tuple[str, list[str], Any]:
         """The R-C-L-K agent, interactive: a turn without a tool call waits for the user's message."""
-        from harness.engine.context import AgentContext, BudgetTracker
+        from harness.core.context import AgentContext, BudgetTracker
         from harness.runtime.agent import SRAgent
 
         ctx = AgentContext(task=p.task, seed=p.seed, workspace=run.run_dir, budget=BudgetTracker(p.budget))

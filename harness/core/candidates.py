@@ -90,7 +90,7 @@ def select(candidates: Iterable[Candidate], rule: str = "accuracy", tolerance: f
     ``1 + tolerance`` of the best one (errors below 1e-14 count as equal). Why: among near-equal fits the simpler
     equation is more often the true law, and true laws extrapolate; the most complex near-best one rarely does.
     "extrapolation": among the same near-best candidates, the lowest NMSE on split "edge" (constants refitted on
-    the inner training rows, scored on the most extreme ones: ``harness.engine.context.edge_metrics``; to ~25%),
+    the inner training rows, scored on the most extreme ones: ``harness.core.context.edge_metrics``; to ~25%),
     then the simplest. Candidates without an edge score rank last, so with none it is "parsimony".
     """
     if rule not in SELECTION_RULES:

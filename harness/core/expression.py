@@ -39,8 +39,8 @@ import numpy as np
 import sympy
 from sympy.printing.str import StrPrinter
 
-from harness.engine.codegen import compile_exprs as _compile
-from harness.engine.grammar import (
+from harness.core.codegen import compile_exprs as _compile
+from harness.core.grammar import (
     ALLOWED_FUNCTIONS,
     SIMPLIFY_MAX_COMPLEXITY,
     ExpressionError,

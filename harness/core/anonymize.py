@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.engine.task import Task
+from harness.core.task import Task
 
 __all__ = ["ANONYMOUS_NAME", "Anonymized", "anonymize", "rename_variables"]
 

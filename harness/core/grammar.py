@@ -2,8 +2,8 @@
 
 Only a whitelist of node kinds is turned into sympy objects, built directly with sympy constructors; anything
 else raises :class:`ExpressionError` with a message that names the offending part, so a model can correct
-itself. The function names come from ``harness.engine.vocabulary``. :func:`parse_tree` is the entry point;
-``harness.engine.expression.parse_expression`` wraps its result in an :class:`~harness.engine.expression.Expression`.
+itself. The function names come from ``harness.core.vocabulary``. :func:`parse_tree` is the entry point;
+``harness.core.expression.parse_expression`` wraps its result in an :class:`~harness.core.expression.Expression`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import sympy
 
-from harness.engine.vocabulary import (
+from harness.core.vocabulary import (
     BINARY_FUNCTIONS,
     FUNCTION_ALIASES,
     UNARY_FUNCTIONS,

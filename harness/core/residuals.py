@@ -1,7 +1,7 @@
 """Residual diagnostics of a candidate equation: trends of the residuals against each input, where the worst
 points lie, and drop-one refits of its terms (``residual_report`` needs the run context to fit).
 
-Like ``harness.engine.analysis``: compact numbers (4 significant digits, bounded) plus a short ``summary``.
+Like ``harness.core.analysis``: compact numbers (4 significant digits, bounded) plus a short ``summary``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 from scipy.stats import f as f_dist
 from scipy.stats import norm
 
-from harness.engine.analysis import (
+from harness.core.analysis import (
     _as_xy,
     _binned_means,
     _columns,
@@ -128,7 +128,7 @@ def _drop_term_texts(expr: Any, params: list[float], max_terms: int) -> list[tup
     """
     import sympy
 
-    from harness.engine.expression import Expression
+    from harness.core.expression import Expression
 
     terms = list(sympy.Add.make_args(expr.sympy))
     if len(terms) < 2:
@@ -147,7 +147,7 @@ def residual_report(
 ) -> dict[str, Any]:
     """Residual diagnostics of a candidate on the train+valid data, its ID/OOD error ratio, and drop-one refits.
 
-    ``candidate_or_text`` is a :class:`~harness.engine.candidates.Candidate` or an expression text in engine grammar
+    ``candidate_or_text`` is a :class:`~harness.core.candidates.Candidate` or an expression text in engine grammar
     (then fitted with ``evaluate_candidate``). Drop-one: the skeleton's top-level sum is split into terms, each
     is removed in turn and the rest refitted; a term whose removal raises valid NMSE by less than
     ``removable_tol`` (relative) is reported as removable; for an equation without free parameters its numeric
@@ -155,9 +155,9 @@ def residual_report(
     """
     import sympy
 
-    from harness.engine.candidates import Candidate
-    from harness.engine.context import evaluate_candidate
-    from harness.engine.expression import ExpressionError, parse_expression
+    from harness.core.candidates import Candidate
+    from harness.core.context import evaluate_candidate
+    from harness.core.expression import ExpressionError, parse_expression
 
     cand = candidate_or_text
     if not isinstance(cand, Candidate):

@@ -245,7 +245,7 @@ def forward_path(A: np.ndarray, y: np.ndarray, max_terms: int) -> list[list[int]
 
 def _library_columns(terms: Sequence[str], X: np.ndarray, variables: Sequence[str]
                      ) -> tuple[list[str], list[np.ndarray]]:
-    from harness.engine.expression import ExpressionError, parse_expression
+    from harness.core.expression import ExpressionError, parse_expression
 
     names: list[str] = []
     columns: list[np.ndarray] = []
@@ -290,13 +290,13 @@ def _path_models(A: np.ndarray, y: np.ndarray, names: Sequence[str], max_terms: 
 
 def pool_terms(pool: Sequence[Any], ctx: Any, best: int = 3) -> list[str]:
     """The additive terms (numeric factors stripped, inner constants kept) of the pool's ``best`` equations by
-    validation NMSE (``harness.engine.combine.additive_terms``): what the engine and the model found, offered to the
+    validation NMSE (``harness.core.combine.additive_terms``): what the engine and the model found, offered to the
     sparse fit beside the generic library (a drive ``exp(-0.1*t)*cos(1.28*t)`` the engine found, next to a spring
     only the library can say)."""
     import math
 
-    from harness.engine.combine import additive_terms
-    from harness.engine.expression import Expression, ExpressionError, parse_expression
+    from harness.core.combine import additive_terms
+    from harness.core.expression import Expression, ExpressionError, parse_expression
 
     ranked = sorted((c for c in pool if math.isfinite(c.metric("valid"))), key=lambda c: c.sort_key("valid"))
     out: list[str] = []
@@ -314,9 +314,9 @@ def _pruned(cand: Any, ctx: Any, share: float = 1e-6) -> Any | None:
     columns the law does not have), refitted; None when nothing is dropped or the rest is no longer exact."""
     import sympy
 
-    from harness.engine.candidates import NMSE_FLOOR
-    from harness.engine.context import evaluate_candidate
-    from harness.engine.expression import Expression, ExpressionError, parse_expression
+    from harness.core.candidates import NMSE_FLOOR
+    from harness.core.context import evaluate_candidate
+    from harness.core.expression import Expression, ExpressionError, parse_expression
 
     if not cand.metric("valid") <= NMSE_FLOOR:
         return None
@@ -348,8 +348,8 @@ def sparse_candidates(ctx: Any, residual: np.ndarray, settings: BasisSettings = 
     ``deadline``, and returned as candidates (source "sparse")."""
     import time
 
-    from harness.engine.context import evaluate_candidate
-    from harness.engine.expression import ExpressionError
+    from harness.core.context import evaluate_candidate
+    from harness.core.expression import ExpressionError
 
     X, y = ctx.train.X, ctx.train.y
     info: dict[str, Any] = {"library": 0, "fits": 0}

@@ -19,9 +19,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import sympy
 
-from harness.engine.candidates import NMSE_FLOOR, Candidate
-from harness.engine.context import AgentContext, evaluate_candidate
-from harness.engine.expression import Expression, ExpressionError, parse_expression
+from harness.core.candidates import NMSE_FLOOR, Candidate
+from harness.core.context import AgentContext, evaluate_candidate
+from harness.core.expression import Expression, ExpressionError, parse_expression
 
 __all__ = ["CombineSettings", "Term", "combine_terms", "additive_terms", "GUIDED_SOURCES"]
 

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 import sympy
 
-from harness.engine.expression import (
+from harness.core.expression import (
     Expression,
     ExpressionError,
     _run_with_timeout,
@@ -109,7 +109,7 @@ def symbolic_match(found: str, truth: str, variables: Sequence[str], X: np.ndarr
                    prune_tol: float = PRUNE_TOL, refit_tol: float = REFIT_TOL, digits: int = DIGITS,
                    timeout_s: float = TIMEOUT_S) -> SymbolicMatch:
     """Whether ``found`` equals ``truth`` up to the truth's free constants, on inputs ``X`` (rows x variables)."""
-    from harness.engine.evaluator import fit
+    from harness.core.evaluator import fit
 
     try:
         f_expr = parse_expression(found, variables)

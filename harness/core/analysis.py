@@ -2,8 +2,8 @@
 
 Every public function here is pure over arrays: it returns a dict of compact numbers (rounded to 4
 significant digits, bounded in size) plus a ``summary`` of one to three short sentences, so the result can be
-shown to a model as is. Trend, periodicity and power laws are in ``harness.engine.shape_analysis``, residual
-diagnostics of a candidate in ``harness.engine.residuals``.
+shown to a model as is. Trend, periodicity and power laws are in ``harness.core.shape_analysis``, residual
+diagnostics of a candidate in ``harness.core.residuals``.
 """
 
 from __future__ import annotations

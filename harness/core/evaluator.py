@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import least_squares, minimize
 
-from harness.engine.expression import Expression
+from harness.core.expression import Expression
 
 __all__ = ["compute_metrics", "FitResult", "fit", "score"]
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.engine.candidates import Candidate
-from harness.engine.task import Split, Task
+from harness.core.candidates import Candidate
+from harness.core.task import Split, Task
 
 if TYPE_CHECKING:  # a type only: the engine never imports the SR layer (pyproject: exclude_type_checking_imports)
     from harness.sr.settings import SearchSettings
@@ -167,7 +167,7 @@ class BudgetTracker:
 
 @dataclass
 class FitSettings:
-    """How candidate constants are fitted (see harness.engine.evaluator.fit)."""
+    """How candidate constants are fitted (see harness.core.evaluator.fit)."""
 
     n_starts: int = 4
     max_seconds: float = 2.0
@@ -240,7 +240,7 @@ def edge_metrics(expr: Any, params: np.ndarray, context: AgentContext) -> dict[s
     but drifts once its constants must carry it past the rows they were fitted on; the true law does not. The
     search itself still fits all rows (an edge *validation* split starves it of the most informative ones).
     """
-    from harness.engine.evaluator import fit, score
+    from harness.core.evaluator import fit, score
 
     inner, edge = context.edge_rows()
     if not expr.n_params:
@@ -257,7 +257,7 @@ def add_edge_scores(candidates: list[Candidate], task: Task, seed: int = 0) -> N
     For stored pools (a benchmark's, an optimizer's run folders), so selection rules can be compared afterwards.
     A skeleton that no longer parses scores +inf and says why.
     """
-    from harness.engine.expression import ExpressionError, parse_expression
+    from harness.core.expression import ExpressionError, parse_expression
 
     ctx = AgentContext(task=task, seed=seed, fit=FitSettings(edge_check=True))
     for cand in candidates:
@@ -284,8 +284,8 @@ def evaluate_candidate(
     ``constants_as_params`` turns numeric literals into free parameters first (used for engine output written
     in single precision, so its constants are refitted in float64 starting from the engine's values).
     """
-    from harness.engine.evaluator import fit, score
-    from harness.engine.expression import ExpressionError, parse_expression
+    from harness.core.evaluator import fit, score
+    from harness.core.expression import ExpressionError, parse_expression
 
     expr = parse_expression(text, context.variables, constants_as_params=constants_as_params)
     if count_solver_run:

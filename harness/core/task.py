@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from harness.engine.vocabulary import grammar_functions
+from harness.core.vocabulary import grammar_functions
 
 __all__ = ["Split", "Task", "TaskError", "RESERVED_NAMES", "MIN_TRAIN_ROWS", "check_name", "safe_identifier"]
 

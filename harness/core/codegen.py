@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from harness.engine.vocabulary import UNARY_FUNCTIONS
+from harness.core.vocabulary import UNARY_FUNCTIONS
 
 __all__ = ["compile_exprs"]
 
@@ -89,7 +89,7 @@ class _Codegen:
         source = "\n".join([f"def _f({params}):", *gen.lines, f"    return {ret}"])
         namespace: dict[str, Any] = {"_np": np, **gen.constants}
         # The source is generated above from whitelisted sympy nodes only, never from user text.
-        exec(compile(source, "<harness.engine.expression>", "exec"), namespace)  # noqa: S102
+        exec(compile(source, "<harness.core.expression>", "exec"), namespace)  # noqa: S102
         return namespace["_f"]
 
 

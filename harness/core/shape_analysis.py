@@ -1,6 +1,6 @@
 """Shape analyses of the target along each input: trend and curvature, periodicity in time, power laws.
 
-Pure over arrays and bounded like the rest of :mod:`harness.engine.analysis` (compact numbers plus a short
+Pure over arrays and bounded like the rest of :mod:`harness.core.analysis` (compact numbers plus a short
 ``summary``), so a result can be shown to a model as is.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from scipy import fft as sp_fft
 
-from harness.engine.analysis import (
+from harness.core.analysis import (
     TIME_NAMES,
     _as_xy,
     _binned_means,
