@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.exceptions import NotFittedError
 import sympy
 
 from harness import FrozenHarness, HarnessRegressor
@@ -52,7 +53,7 @@ def test_regressor_with_arrays_names_and_a_harness_object(tmp_path: Path) -> Non
         assert reg.variable_names_ == ["speed_m_s", "load"]
         assert reg.predict(df[["x1", "x2"]].to_numpy()).shape == (80,)
         assert reg.solution_.llm_calls == 1
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         HarnessRegressor().predict(df[["x1", "x2"]])
     assert HarnessRegressor(seed=3).get_params()["seed"] == 3
 

@@ -1,7 +1,10 @@
-"""sklearn-style front end: ``HarnessRegressor(harness="default").fit(X, y).predict(X)``.
+"""A scikit-learn regressor: ``HarnessRegressor(harness="default").fit(X, y).predict(X)``.
 
-It only wraps :meth:`FrozenHarness.solve` (a task built from the arrays, the selected equation kept), so a
-frozen harness is usable wherever a scikit-learn regressor is. What PySR users rely on is here with PySR's
+A real estimator (``BaseEstimator``, ``RegressorMixin``: ``get_params`` / ``set_params`` / ``clone``, R² ``score``,
+sklearn's input validation and ``n_features_in_`` / ``feature_names_in_``), so it goes into pipelines and
+``GridSearchCV``; ``tests/test_regressor_sklearn.py`` runs sklearn's ``check_estimator`` on it (the checks it
+passes and why the others are left out are listed there). It wraps :meth:`FrozenHarness.solve` (a task built
+from the arrays, the selected equation kept). What PySR users rely on is here with PySR's
 meanings: ``equations_`` (the Pareto front), ``model_selection`` ("accuracy", "best", "score"; ``None`` keeps the
 harness's own rule), ``warm_start`` (the next ``fit`` starts from the previous front), ``sympy()``, ``latex()``,
 ``latex_table()``, ``jax()``, ``pytorch()`` (each takes ``index=`` for another row of the front) and
@@ -15,9 +18,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 
-class HarnessRegressor:
+class HarnessRegressor(RegressorMixin, BaseEstimator):
     """Symbolic regression with a frozen harness.
 
     Args:
@@ -57,18 +62,11 @@ class HarnessRegressor:
         self.model_selection = model_selection
         self.warm_start = warm_start
 
-    PARAMS = ("harness", "llm", "backend", "budget", "seed", "sr_settings", "run_dir", "model_selection", "warm_start")
-
-    # sklearn's clone()/GridSearchCV only need these two
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.PARAMS}
-
-    def set_params(self, **params: Any) -> "HarnessRegressor":
-        for key, value in params.items():
-            if key not in self.get_params():
-                raise ValueError(f"unknown parameter {key!r}")
-            setattr(self, key, value)
-        return self
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False  # a task's data must be finite (Task says which column is not)
+        tags.non_deterministic = True  # the engines run against the clock: the same seed may end elsewhere
+        return tags
 
     def fit(
         self,
@@ -83,14 +81,17 @@ class HarnessRegressor:
         from harness.app.artifact import FrozenHarness
         from harness.core.task import Task, safe_identifier
 
-        X_arr, names = _as_matrix(X, variable_names)
+        # sklearn's checks of shape, type and the fitted columns; finiteness is the task's (it names the column)
+        X_arr, y_arr = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2,
+                                     ensure_all_finite=False)
+        names = _names(X, variable_names, X_arr.shape[1])
         safe: list[str] = []
         for n in names:
             safe.append(safe_identifier(str(n), safe + [target_name]))
         if isinstance(descriptions, dict):
             descriptions = [descriptions.get(n, "") for n in names]
         task = Task.from_arrays(
-            X_arr, np.asarray(y), name="user_data", input_names=safe,  # Task checks shape and dtype, with messages
+            X_arr, y_arr, name="user_data", input_names=safe,  # Task checks shape and dtype, with messages
             input_descriptions=list(descriptions or []), target_name=target_name,
             target_description=target_description,
         )
@@ -112,9 +113,7 @@ class HarnessRegressor:
         if self.solution_.equation is None:
             raise RuntimeError(f"no usable equation found (status {self.solution_.status}; "
                                f"errors: {'; '.join(self.solution_.errors[:3]) or 'none'})")
-        self.feature_names_in_ = np.asarray(names, dtype=object)
         self.variable_names_ = list(task.input_names)  # NFKC-normalised, as expressions name them
-        self.n_features_in_ = len(names)
         self.equations_ = self.solution_.front
         return self
 
@@ -132,8 +131,7 @@ class HarnessRegressor:
         return out
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "solution_"):
-            raise RuntimeError("HarnessRegressor is not fitted yet; call fit(X, y) first")
+        check_is_fitted(self, "solution_", msg="HarnessRegressor is not fitted yet; call fit(X, y) first")
 
     def get_best(self, index: int | None = None) -> dict[str, Any]:
         """The chosen row of ``equations_`` (by ``index``, else ``model_selection``, else the harness's choice)."""
@@ -158,24 +156,14 @@ class HarnessRegressor:
 
     def predict(self, X: Any, index: int | None = None) -> np.ndarray:
         self._check_fitted()
-        X_arr, _ = _as_matrix(X, None)
-        if hasattr(X, "columns"):  # a DataFrame: reorder to the fitted columns
-            X_arr = np.asarray(X[list(self.feature_names_in_)], dtype=float)
-        if X_arr.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X_arr.shape[1]} columns, the model was fitted on {self.n_features_in_}")
+        if hasattr(X, "columns") and hasattr(self, "feature_names_in_"):  # a DataFrame: the fitted columns, in order
+            X = X[list(self.feature_names_in_)]
+        X_arr = validate_data(self, X, dtype=np.float64, reset=False)
         if index is None and self.model_selection is None:
             return self.solution_.predict(X_arr)
         from harness.core.expression import parse_expression
 
         return parse_expression(self._equation(index), self.variable_names_)(X_arr)
-
-    def score(self, X: Any, y: Any) -> float:
-        """R² of the predictions, as scikit-learn regressors define it."""
-        y = np.asarray(y, dtype=float).ravel()
-        pred = self.predict(X)
-        ss_res = float(np.sum((y - pred) ** 2))
-        ss_tot = float(np.sum((y - y.mean()) ** 2))
-        return 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
 
     def sympy(self, index: int | None = None) -> Any:
         """The chosen equation as a sympy expression over the (sanitised) input names."""
@@ -226,7 +214,6 @@ class HarnessRegressor:
         model.loaded_from_ = path.parent
         model.solution_ = Solution.from_record(record, run_dir=path.parent)
         names = list(model.solution_.input_names)
-        model.feature_names_in_ = np.asarray(names, dtype=object)
         model.variable_names_ = names
         model.n_features_in_ = len(names)
         model.equations_ = model.solution_.front
@@ -242,19 +229,14 @@ class HarnessRegressor:
         return f"HarnessRegressor(harness={harness!r}, backend={self.backend!r}, seed={self.seed})"
 
 
-def _as_matrix(X: Any, names: Sequence[str] | None) -> tuple[np.ndarray, list[str]]:
-    """(n, d) float array and column names (DataFrame columns, given names, or x0..x{d-1})."""
-    if hasattr(X, "columns"):
-        cols = [str(c) for c in X.columns]
-        arr = np.asarray(X, dtype=float)
-        names = list(names) if names is not None else cols
+def _names(X: Any, given: Sequence[str] | None, n_columns: int) -> list[str]:
+    """The inputs' names: ``given``, else a DataFrame's columns, else x0..x{d-1}."""
+    if given is not None:
+        names = [str(n) for n in given]
+    elif hasattr(X, "columns"):
+        names = [str(c) for c in X.columns]
     else:
-        arr = np.asarray(X, dtype=float)
-        if arr.ndim == 1:
-            arr = arr.reshape(-1, 1)
-        names = list(names) if names is not None else [f"x{i}" for i in range(arr.shape[1])]
-    if arr.ndim != 2:
-        raise ValueError(f"X must be 2-D, got shape {arr.shape}")
-    if len(names) != arr.shape[1]:
-        raise ValueError(f"{len(names)} variable names for {arr.shape[1]} columns")
-    return arr, [str(n) for n in names]
+        names = [f"x{i}" for i in range(n_columns)]
+    if len(names) != n_columns:
+        raise ValueError(f"{len(names)} variable names for {n_columns} columns")
+    return names

@@ -234,9 +234,9 @@ class Task:
             values = split.X[:, j] if j < d else split.y
             bad = np.flatnonzero(~np.isfinite(values))
             if bad.size:
-                raise TaskError(
-                    f"{where}: column {col!r} has {bad.size} non-finite value(s), first {values[bad[0]]} at row {bad[0]}"
-                )
+                first = "NaN" if np.isnan(values[bad[0]]) else "inf"
+                raise TaskError(f"{where}: column {col!r} has {bad.size} non-finite value(s) (NaN or inf), first "
+                                f"{first} at row {bad[0]}")
             big = float(np.max(np.abs(values)))
             if big > MAX_ABS_VALUE:
                 raise TaskError(f"{where}: column {col!r} has values up to {big:.3g}; the SR engine computes in single "
