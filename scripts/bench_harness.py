@@ -110,7 +110,7 @@ def with_overrides(harness: FrozenHarness, *, llm: list[str] = (), sr: list[str]
             raise SystemExit(f"--llm {unknown[0]}: not an LLM setting; known: {', '.join(LLMConfig.model_fields)}")
         changes["llm"] = {**harness.llm, **given}
     if sr:
-        changes["sr_settings"] = SRSettings.coerce({**harness.sr_settings, **parse_overrides(list(sr), "sr")})
+        changes["sr_settings"] = harness.sr_settings.updated(**parse_overrides(list(sr), "sr"))
     if prompts:
         texts = dict(harness.prompts)
         for role, path in parse_overrides(list(prompts), "prompt").items():
@@ -183,7 +183,7 @@ def run_engine(harness: FrozenHarness, task: Any, seed: int, seconds: float, *, 
     """Unguided engine runs with the harness's floor plan (operators, length, population), ``seconds`` each,
     pooled. ``runs`` > 1 (the engine-restarts arm): the engine seeds of the harness's unguided run and of its
     first branch's runs (``workflows.params.engine_seed``), so the arm is the harness's runs without the model."""
-    settings = SRSettings.coerce(harness.sr_settings)
+    settings = harness.sr_settings
     fit = settings.fit_settings() if harness_selection else FitSettings()
     ctx = AgentContext(task=task, seed=seed, fit=fit)
     t0, pool, errors = time.perf_counter(), [], []
@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     harness = FrozenHarness.default() if args.harness == "default" else FrozenHarness.load(args.harness)
     harness = with_overrides(harness, llm=args.llm, sr=args.sr, prompts=args.prompt)
     anonymized = task_options(args.task)
-    settings = SRSettings.coerce(harness.sr_settings)
+    settings = harness.sr_settings
     sr_seconds = expected_solver_runs(harness.workflow, settings) * settings.time_budget
     arms = ["harness", "engine"] + (["engine+sel", "engine-restarts", "engine+combine"] if args.ablation else [])
     if args.arms:

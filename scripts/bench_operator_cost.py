@@ -23,7 +23,6 @@ from harness.app.artifact import FrozenHarness
 from harness.core.context import AgentContext
 from harness.core.vocabulary import OPERATORS
 from harness.sr.backends import run_search
-from workflows.params import SRSettings
 
 TASKS = ["phys_osc_synth_00", "chem_react_synth_00", "bio_pop_growth_synth_00", "matsci_synth_00"]
 
@@ -41,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", nargs="*", default=TASKS)
     parser.add_argument("--operators", nargs="*")
     args = parser.parse_args(argv)
-    floor = SRSettings.coerce(FrozenHarness.default().sr_settings).floor().model_dump()
+    floor = FrozenHarness.default().sr_settings.floor().model_dump()
     extras = args.operators or [o for o in OPERATORS if o not in floor["operators"]]
     tasks = benchmarks.load_suite("synthetic", names=args.tasks, split="all")
     rows = []

@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
     done = {(r["llm"], r["prompt_digest"], r["task"], r["sample"]) for r in records}
     llm_key = json.dumps(harness.llm, sort_keys=True)
-    settings = SRSettings.coerce(harness.sr_settings)
+    settings = harness.sr_settings
     print(f"llm={harness.llm}; {len(tasks)} tasks x {len(prompts)} prompts x {args.samples} samples", flush=True)
     llm = make_llm(harness.llm_config())
     try:

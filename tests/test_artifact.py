@@ -31,8 +31,8 @@ TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length":
 def test_default_is_our_prompts_and_baseline_workflow() -> None:
     h = FrozenHarness.default()
     assert h.workflow.as_tuple() == (0, 1, 0, 0, 0)  # Planner -> one SR run (chosen on training templates)
-    assert h.sr_settings["unguided_run"] is True  # ... beside the engine's own unguided run
-    assert h.sr_settings["time_budget"] == 60.0 and h.sr_settings["selection"] == "accuracy"
+    assert h.sr_settings.unguided_run is True  # ... beside the engine's own unguided run
+    assert h.sr_settings.time_budget == 60.0 and h.sr_settings.selection == "accuracy"
     assert h.backend == "operon" and h.schema_version == SCHEMA_VERSION
     assert h.prompts == default_prompts() and set(h.prompts) == set(ROLE_NAMES)
     assert h.digest.startswith("sha256:") and h.digest == h.compute_digest()
@@ -59,7 +59,7 @@ def test_round_trip_is_exact_and_atomic(tmp_path: Path) -> None:
     loaded = FrozenHarness.load(path)
     assert loaded == h and loaded.digest == h.digest
     assert loaded.workflow == WorkflowParams.from_tuple((1, 3, 2, 1, 1))
-    assert loaded.sr_settings["time_budget"] == 3 and loaded.sr_settings["population_size"] == 500
+    assert loaded.sr_settings.time_budget == 3 and loaded.sr_settings.population_size == 500
     assert loaded.provenance["code_version"]["package"]  # package version recorded
     assert loaded.provenance["scores"]["bad"] == "nan"
     # saving again gives the same bytes (canonical content)
@@ -159,7 +159,7 @@ def test_solve_with_scripted_model(tmp_path: Path) -> None:
     sol = h.solve(task, llm={"provider": SCRIPTED}, sr_settings=settings, run_dir=tmp_path, seed=3)
     assert sol.equation and sol.status == "completed"
     assert sol.llm_calls == expected_llm_calls(h.workflow)
-    assert sol.solver_runs == expected_solver_runs(h.workflow, {**h.sr_settings, **settings}) == 2  # the unguided run and the seeded one
+    assert sol.solver_runs == expected_solver_runs(h.workflow, h.sr_settings.updated(**settings)) == 2  # the unguided run and the seeded one
     assert set(sol.metrics) == {"train", "valid", "test_id", "test_ood"}
     assert list(sol.front.columns) == ["complexity", "loss", "score", "equation", "sympy_format"]
     assert sol.front["complexity"].is_monotonic_increasing and sol.latex
@@ -195,7 +195,7 @@ def test_a_file_from_before_a_new_setting_still_loads(tmp_path) -> None:
     data["digest"] = "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
     path.write_text(_json.dumps(data))
     loaded = FrozenHarness.load(path)
-    assert loaded.digest == data["digest"] and loaded.sr_settings["continue_search"] is False
+    assert loaded.digest == data["digest"] and loaded.sr_settings.continue_search is False
     data["prompts"]["planner"] += " tampered"
     path.write_text(_json.dumps(data))
     with pytest.raises(ArtifactError, match="digest mismatch"):

@@ -36,7 +36,7 @@ def test_overrides_change_the_harness_and_its_digest(tmp_path: Path) -> None:
                                    sr=["residual_seconds=30", "time_budget=5"], prompts=[f"planner={prompt}"])
     assert changed.llm["provider"] == "openai" and changed.llm["base_url"] == "http://host:8000/v1"
     assert changed.llm["temperature"] == base.llm["temperature"]  # what is not named stays
-    assert changed.sr_settings["residual_seconds"] == 30.0 and changed.sr_settings["time_budget"] == 5
+    assert changed.sr_settings.residual_seconds == 30.0 and changed.sr_settings.time_budget == 5
     assert changed.prompts["planner"] == "Propose sums of known terms."
     assert changed.prompts["analyst"] == base.prompts["analyst"]
     assert changed.digest != base.digest

@@ -91,7 +91,7 @@ def test_one_definition_of_the_default(tmp_path) -> None:
     cfg = OmegaConf.to_container(_compose("optimize"), resolve=True)
     backend = {k: v for k, v in cfg["backend"].items() if k != "name"}
     assert cfg["backend"]["name"] == definition.backend
-    assert SRSettings.model_validate(backend).model_dump(mode="json") == definition.sr_settings
+    assert SRSettings.model_validate(backend) == definition.sr_settings
     ctx = build_context(tmp_path, OptimizeSettings.model_validate(cfg["optimize"]), llm_config=cfg["llm"],
                         backend_config=cfg["backend"], benchmark_config=cfg["benchmark"], llm=object(),
                         tasks=TaskSets([], []))

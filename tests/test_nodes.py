@@ -32,7 +32,7 @@ def test_relations_follow_from_the_kinds_of_parent_and_child(tmp_path):
     analyst = state.add_node("role:analyst")
     tools = state.add_node(NodeKind.of(NodeType.TOOLS, "planner"), parent=analyst.id)
     plan = state.add_node("role:planner", parent=tools.id)
-    sr = state.add_node("sr", parent=plan.id, R=0, C=1, L=2, K=3)
+    sr = state.add_node("sr", parent=plan.id, at=SearchCoordinate(R=0, C=1, L=2, K=3))
     diag = state.add_node("role:diagnoser", parent=sr.id)
     repair = state.add_node("role:repairer", parent=diag.id)
     first_plan = state.add_node("role:planner", parent=analyst.id)

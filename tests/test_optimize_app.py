@@ -221,7 +221,7 @@ def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     assert solution.metrics["test_id"]["acc_0.01"] == 1.0 and "sin(x0)" in solution.equation
     # stages 1-3 trained with half-length SR runs; the frozen file keeps the engine's own 1 s, and `harness solve`
     # with it runs at 1 s: the training shortcut never reaches a solve
-    assert _sr_seconds(run_dir / "runs" / "init") == {0.5} and harness.sr_settings["time_budget"] == 1.0
+    assert _sr_seconds(run_dir / "runs" / "init") == {0.5} and harness.sr_settings.time_budget == 1.0
     csv, solve_dir = tmp_path / "unseen.csv", tmp_path / "solve"
     pd.DataFrame(np.column_stack([unseen.train.X, unseen.train.y]), columns=[*unseen.input_names, "y"]).to_csv(
         csv, index=False)

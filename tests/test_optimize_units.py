@@ -316,12 +316,12 @@ def test_stage2_searches_an_sr_channel_only_when_its_bounds_say_so(tmp_path, cha
     result = run_stage2(ctx, {r: [t] for r, t in SEED_PROMPTS.items()})
     assert {t["params"][channel] for t in result["trials"]} == set(values)
     assert result["chosen"][channel] == values[1]
-    assert Harness.from_dict(result["harness"]).sr_settings[channel] == values[1]
+    assert Harness.from_dict(result["harness"]).sr_settings.model_dump()[channel] == values[1]
     overrides["stage2"]["bounds"] = bounds
     ctx, _ = context(tmp_path / "seed", rule, overrides)
     result = run_stage2(ctx, {r: [t] for r, t in SEED_PROMPTS.items()})
     assert all(channel not in t["params"] for t in result["trials"])
-    assert Harness.from_dict(result["harness"]).sr_settings.get(channel, 0) == 0
+    assert Harness.from_dict(result["harness"]).sr_settings.model_dump().get(channel, 0) == 0
 
 
 def test_fixed_pool_space_is_a_seeded_presample(tmp_path):
@@ -510,7 +510,7 @@ def test_freeze_keeps_the_seed_when_the_trained_harness_does_not_win(tmp_path):
     assert frozen.description() == ctx.default  # the shipped default is what gets frozen
     solve = ctx.base.settings.time_budget
     assert solve * 0.1 in seen_seconds and solve * 0.5 in seen_seconds  # stage curve vs gate
-    assert frozen.sr_settings["time_budget"] == solve  # never the training shortcut
+    assert frozen.sr_settings.time_budget == solve  # never the training shortcut
 
 
 def test_freeze_says_a_trained_harness_that_lost_its_pairs_lost_them(tmp_path):

@@ -11,6 +11,7 @@ import numpy as np
 from harness.core.candidates import Candidate
 from harness.core.context import Budget, BudgetTracker
 from harness.core.task import Task
+from harness.runtime.nodes import SearchCoordinate
 from harness.runtime.state import (
     NODES_FILE,
     RESULT_FILE,
@@ -55,7 +56,7 @@ def test_nodes_jsonl_grows_one_line_per_node(tmp_path):
     assert run["status"] == "running" and run["task"]["name"] == "quad" and run["config"] == {"a": 1}
     msgs = [{"role": "user", "content": "hi"}]
     for i in range(3):
-        state.add_node("agent_step", R=0, C=0, L=i, K=0, messages=msgs, response="x" * 10_000)
+        state.add_node("agent_step", at=SearchCoordinate(0, 0, i, 0), messages=msgs, response="x" * 10_000)
         lines = (tmp_path / NODES_FILE).read_text().splitlines()
         assert len(lines) == i + 1  # on disk before the next node exists
     rec = json.loads(lines[-1])
@@ -67,7 +68,7 @@ def test_finish_writes_result_atomically_and_load_round_trips(tmp_path):
     tracker = BudgetTracker(Budget(max_llm_calls=10))
     tracker.add_llm(calls=3, tokens=100)
     state = SearchRunState(tmp_path, budget=tracker, task=small_task())
-    first = state.add_node("agent_step", R=0, C=0, L=0, K=0, candidates=[cand("x0", 0.5, 1)], prompt_tokens=7)
+    first = state.add_node("agent_step", at=SearchCoordinate(0, 0, 0, 0), candidates=[cand("x0", 0.5, 1)], prompt_tokens=7)
     state.add_node("sr", parent=first.id, branch="b0", candidates=[cand("x0 + x1", math.inf, 3)], error="boom")
     assert state.add_candidates([cand("x1", 0.1, 1), cand("x0", 0.5, 1)]) == 1  # a tool pools early ...
     assert state.best().equation == "x1" and state.origin("x1") is None

@@ -51,7 +51,7 @@ class Harness(BaseModel):
     prompts: dict[str, str]
     workflow: WorkflowParams
     backend: str = SHIPPED_BACKEND
-    sr_settings: dict[str, Any] = Field(default_factory=dict)
+    sr_settings: SRSettings = Field(default_factory=SRSettings)  # its JSON form is stored in full
     llm: dict[str, Any] = Field(default_factory=dict)
     role_agents: dict[str, RoleAgentConfig] = Field(default_factory=dict)  # none: every role one structured call
 
@@ -69,9 +69,10 @@ class Harness(BaseModel):
 
     @field_validator("sr_settings", mode="before")
     @classmethod
-    def _sr_settings(cls, v: Any) -> dict[str, Any]:
-        """Stored in full (defaults written out), so a later change of defaults cannot change a stored harness."""
-        return SRSettings.coerce(v).model_dump(mode="json")
+    def _sr_settings(cls, v: Any) -> SRSettings:
+        """Typed here; dumped in full (defaults written out) into files and identities, so a later change of
+        defaults cannot change a stored harness."""
+        return SRSettings.coerce(v)
 
     @field_validator("role_agents", mode="before")
     @classmethod
@@ -91,7 +92,8 @@ class Harness(BaseModel):
     # -- identity -------------------------------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
         return harness_identity(prompts=self.prompts, workflow=self.workflow, backend=self.backend,
-                                sr_settings=self.sr_settings, llm=self.llm, role_agents=self.role_agents)
+                                sr_settings=self.sr_settings.model_dump(mode="json"), llm=self.llm,
+                                role_agents=self.role_agents)
 
     @property
     def identity_digest(self) -> str:
@@ -100,7 +102,7 @@ class Harness(BaseModel):
 
     @property
     def settings(self) -> SRSettings:
-        return SRSettings.coerce(self.sr_settings)
+        return self.sr_settings
 
     def used_prompts(self) -> dict[str, str]:
         return {role: self.prompts.get(role, "") for role in self.workflow.roles_used()}
@@ -117,7 +119,7 @@ class Harness(BaseModel):
         return self.with_changes(workflow=workflow)
 
     def with_sr_settings(self, **settings: Any) -> Any:
-        return self.with_changes(sr_settings={**self.sr_settings, **settings})
+        return self.with_changes(sr_settings=self.sr_settings.updated(**settings))
 
     def description(self) -> "Harness":
         """Just the description (a frozen harness without its provenance and seal)."""
@@ -155,7 +157,7 @@ def initial_harness(*, llm: Any = None, backend: str | None = None,
     the caller set to anything else (an operator set of their own) is kept."""
     base = shipped_harness(llm=llm, backend=backend, sr_settings=sr_settings)
     shipped = SRSettings().model_dump(mode="json")
-    reset = {k: v for k, v in INITIAL_SR_CHOICES.items() if _same(base.sr_settings.get(k), shipped[k])}
+    reset = {k: v for k, v in INITIAL_SR_CHOICES.items() if _same(getattr(base.sr_settings, k), shipped[k])}
     return base.with_changes(prompts=initial_prompts()).with_sr_settings(**reset)
 
 
@@ -187,7 +189,7 @@ def run_harness(harness: Harness, task: Any, llm: Any, *, seed: int = 0, sr_sett
     ``workflows.sr_steps.SharedRuns`` store for the runs no role influences (the optimizer's)."""
     if runner is None:
         from workflows.runner import run_workflow as runner
-    settings = SRSettings.coerce({**harness.sr_settings, **dict(sr_settings or {})})  # typed from here to the engine
+    settings = harness.sr_settings.updated(**dict(sr_settings or {}))
     return runner(task, harness.workflow, dict(harness.prompts), llm, backend=backend or harness.backend,
                   sr_settings=settings, role_agents=harness.role_agents, budget=budget, seed=seed, run_dir=run_dir,
                   max_workers=max_workers, on_node=on_node, warm_start=warm_start,

@@ -205,6 +205,10 @@ class SRSettings(EngineSettings):
             return value
         return cls.model_validate(dict(value or {}))
 
+    def updated(self, **overrides: Any) -> "SRSettings":
+        """A validated copy with some fields replaced (``model_copy`` would skip validation)."""
+        return SRSettings.model_validate({**self.model_dump(), **overrides}) if overrides else self
+
     def fit_settings(self) -> FitSettings:
         """How this harness fits and scores candidates: its validation split, and the edge score its selection reads."""
         return FitSettings(valid_split=self.valid_split, edge_check=self.selection == "extrapolation")

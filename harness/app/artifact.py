@@ -28,7 +28,7 @@ from harness.app.solution import Solution
 from harness.core.jsonio import json_safe, write_text_atomic
 from workflows.harness import Harness, run_harness, shipped_harness
 from workflows.identity import llm_identity
-from workflows.params import WorkflowParams
+from workflows.params import SRSettings, WorkflowParams
 
 SCHEMA_VERSION = 1
 DEFAULT_HARNESS_FILE = Path(__file__).resolve().parents[1] / "data" / "default_harness.json"
@@ -114,7 +114,8 @@ class FrozenHarness(Harness):
 
     @model_validator(mode="after")
     def _check(self) -> "FrozenHarness":
-        secrets = find_secrets({"llm": self.llm, "sr_settings": self.sr_settings, "provenance": self.provenance})
+        secrets = find_secrets({"llm": self.llm, "sr_settings": self.sr_settings.model_dump(mode="json"),
+                                "provenance": self.provenance})
         if secrets:
             raise ValueError(f"refusing to store what looks like a credential at {', '.join(secrets)}; "
                              "keep API keys in the environment (LLMConfig.api_key_env)")
@@ -203,7 +204,7 @@ class FrozenHarness(Harness):
         workflow: WorkflowParams | tuple[int, ...],
         *,
         backend: str = DEFAULT_BACKEND,
-        sr_settings: dict[str, Any] | None = None,
+        sr_settings: SRSettings | dict[str, Any] | None = None,
         llm: Any = None,
         provenance: dict[str, Any] | None = None,
         role_agents: dict[str, Any] | None = None,
@@ -212,7 +213,7 @@ class FrozenHarness(Harness):
         code version is added to the provenance."""
         prov = dict(provenance or {})
         prov.setdefault("code_version", code_version())
-        return cls(prompts=dict(prompts), workflow=workflow, backend=backend, sr_settings=dict(sr_settings or {}),
+        return cls(prompts=dict(prompts), workflow=workflow, backend=backend, sr_settings=sr_settings or {},
                    llm=llm_identity(llm), provenance=prov, role_agents=dict(role_agents or {}))
 
     @classmethod

@@ -75,7 +75,7 @@ def solve_command(cfg: DictConfig) -> int:
     from harness.core.task import TaskError
     from harness.llm.base import LLMError
     from harness.llm.factory import make_llm
-    from workflows.params import SRSettings, expected_llm_calls, expected_solver_runs
+    from workflows.params import expected_llm_calls, expected_solver_runs
 
     console = Console()
     run_dir = run_dir_of(cfg)
@@ -85,7 +85,7 @@ def solve_command(cfg: DictConfig) -> int:
         budget = _checked("budget", lambda: Budget(**_non_null(plain(cfg, "budget"))))
         llm_config = _checked("llm", lambda: harness.llm_config(_non_null(plain(cfg, "llm"))))
         sr_overrides = _non_null(plain(cfg, "sr"))
-        settings = _checked("sr", lambda: SRSettings.coerce({**harness.sr_settings, **sr_overrides}))
+        settings = _checked("sr", lambda: harness.sr_settings.updated(**sr_overrides))
         task_options = _checked("task", lambda: TaskOptions(**_non_null(plain(cfg, "task"))))
         task = load_task(str(cfg.data), cfg.get("target"), cfg.get("name"),
                          inputs=column_list(cfg.get("inputs"), "inputs"),

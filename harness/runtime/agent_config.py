@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.core.candidates import Candidate
 from harness.core.context import RunStatus
 from harness.llm.base import LLMResponse, ToolCall
+from harness.runtime.nodes import SearchCoordinate
 from harness.tools.base import ToolCallResult
 
 DEFAULT_SYSTEM_PROMPT = """\
@@ -111,5 +112,9 @@ class Iteration:
     @property
     def branch(self) -> str:
         return f"r{self.r}c{self.c}"
+
+    def at(self, k: int | None = None) -> SearchCoordinate:
+        """This step's place in the R-C-L-K search, sample ``k`` (``None``: the step as a whole)."""
+        return SearchCoordinate(R=self.r, C=self.c, L=self.l, K=k)
 
 

@@ -25,7 +25,7 @@ from harness.core.context import AgentContext
 from harness.llm.base import LLMClient, LLMResponse
 from harness.llm.json_output import parse_json_output
 from harness.runtime.agent_config import AgentConfig, Iteration, Sample
-from harness.runtime.nodes import NodeKind, NodeType
+from harness.runtime.nodes import NodeKind, NodeType, SearchCoordinate
 from harness.runtime.state import SearchRunState
 from harness.runtime.tool_steps import ToolStepper
 
@@ -170,7 +170,7 @@ class RoleAgent(ToolStepper):
         ptok = sum(int(r.prompt_tokens or 0) for r in responses)
         ctok = sum(int(r.completion_tokens or 0) for r in responses)
         node = self.state.add_node(
-            NodeKind.of(NodeType.ROLE, self.role), parent=parent, branch=branch, messages=buffer, response=text, K=k,
+            NodeKind.of(NodeType.ROLE, self.role), parent=parent, branch=branch, messages=buffer, response=text, at=SearchCoordinate(K=k),
             prompt_tokens=ptok, completion_tokens=ctok, seconds=time.perf_counter() - t0, error=error,
             info=node_info,
         )

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.core.candidates import Candidate, pareto_front, select
-from harness.core.context import RunStatus
+from harness.core.context import BudgetTracker, RunStatus
 from harness.core.jsonio import json_restore, json_safe, write_json_atomic
-from harness.runtime.nodes import Node, NodeKind, Relation, relation_between
+from harness.runtime.nodes import Node, NodeKind, Relation, SearchCoordinate, relation_between
 
 RESPONSE_LIMIT = 4000
 NODES_FILE = "nodes.jsonl"
@@ -72,7 +72,7 @@ class SearchRunState:
         self,
         run_dir: str | Path | None = None,
         *,
-        budget: Any = None,
+        budget: BudgetTracker | None = None,
         task: Any = None,
         config: dict[str, Any] | None = None,
         split: str = "valid",
@@ -81,7 +81,7 @@ class SearchRunState:
     ):
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.selection, self.selection_tolerance = selection, float(selection_tolerance)
-        self.budget = budget  # a harness.core.context.BudgetTracker (duck-typed: snapshot(), budget, exhausted())
+        self.budget = budget
         self.task = task_summary(task)
         self.config = dict(config or {})
         self.split = split
@@ -114,10 +114,7 @@ class SearchRunState:
         self,
         kind: NodeKind | str,
         *,
-        R: int | None = None,
-        C: int | None = None,
-        L: int | None = None,
-        K: int | None = None,
+        at: SearchCoordinate | None = None,
         parent: int | None = None,
         branch: str | None = None,
         messages: list[dict[str, Any]] | None = None,
@@ -133,9 +130,11 @@ class SearchRunState:
     ) -> Node:
         """Record a node (and its candidates into the pool) and append it to nodes.jsonl.
 
-        ``kind`` is checked (:class:`NodeKind`); the edge to ``parent`` gets its relation from the two kinds unless
-        one is given."""
+        ``kind`` is checked (:class:`NodeKind`); ``at`` is its place in the R-C-L-K search (none for role calls
+        and SR steps of a workflow); the edge to ``parent`` gets its relation from the two kinds unless one is
+        given."""
         kind = NodeKind.parse(kind)
+        at = at or SearchCoordinate()
         cands = list(candidates)
         records = [r.to_record() if hasattr(r, "to_record") else dict(r) for r in tool_results]
         with self._lock:
@@ -144,10 +143,10 @@ class SearchRunState:
             node = Node(
                 id=len(self.nodes),
                 kind=kind,
-                R=R,
-                C=C,
-                L=L,
-                K=K,
+                R=at.R,
+                C=at.C,
+                L=at.L,
+                K=at.K,
                 parent=parent,
                 relation=relation,
                 branch=branch,

@@ -149,10 +149,7 @@ class ToolStepper:
             resp = sample.response
             node = self.state.add_node(
                 self.node_kind,
-                R=it.r,
-                C=it.c,
-                L=it.l,
-                K=sample.k,
+                at=it.at(sample.k),
                 parent=it.parent,
                 branch=it.branch,
                 messages=it.messages,
@@ -209,9 +206,7 @@ class ToolStepper:
     def _record_failure(self, it: Iteration, error: str, seconds: float) -> None:
         node = self.state.add_node(
             self.node_kind,
-            R=it.r,
-            C=it.c,
-            L=it.l,
+            at=it.at(),
             parent=it.parent,
             branch=it.branch,
             messages=it.messages,

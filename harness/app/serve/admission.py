@@ -57,13 +57,12 @@ def budget(limits: ServeLimits, req: RunRequest) -> Any:
 def sr_settings(limits: ServeLimits, harness: Any, overrides: dict[str, Any]) -> Any:
     """The harness's SR settings with the request's overrides, each within the limits (relative to the harness's
     own time; a cap never refuses what the harness itself already sets)."""
-    from workflows.params import SRSettings
 
     forbidden = [f"sr.{k}" for k in overrides if k in REQUEST_FORBIDDEN_SR]
     if forbidden:
         raise Refused(f"{', '.join(forbidden)}: engine options are the harness's, not a request's to set")
-    own = SRSettings.coerce(harness.sr_settings)
-    settings = _validated("sr", lambda: SRSettings.coerce({**harness.sr_settings, **overrides}))
+    own = harness.sr_settings
+    settings = _validated("sr", lambda: harness.sr_settings.updated(**overrides))
     max_time = own.time_budget * limits.sr_time_factor
     caps = {"time_budget": (max_time, "sr_time_factor"), "residual_seconds": (max_time, "sr_time_factor"),
             "population_size": (max(limits.max_population, own.population_size), "max_population"),
