@@ -159,3 +159,39 @@ def test_links_between_pages_land(page: Path) -> None:
         elif anchor and anchor not in _anchors(dest):
             broken.append(f"{target}#{anchor} (no such heading)")
     assert not broken, f"{page.name}: " + ", ".join(broken)
+
+
+# -- one source of truth for figures ------------------------------------------------------------------------------
+TRANSITION = re.compile(r"\b\d\.\d{3} / \d\.\d{3} -> \d\.\d{3} / \d\.\d{3}\b")
+GENERATED = re.compile(r"<!-- generated: [\w-]+ -->\n.*?<!-- /generated -->", re.S)
+
+
+def _render_docs():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("render_docs", ROOT / "scripts" / "render_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_tables_are_rendered_from_the_store() -> None:
+    """A figure changed in a page's generated table, or a store row not rendered, fails here."""
+    render = _render_docs()
+    stale = [f"{page.name}" for page in render.PAGES if render.render(page)[0] != page.read_text(encoding="utf-8")]
+    assert not stale, f"generated blocks out of date in {stale}: run python scripts/render_docs.py"
+    used = {name for page in render.PAGES for name in render.render(page)[1]}
+    assert used == set(render.RENDERERS), f"renderers no page uses: {set(render.RENDERERS) - used}"
+
+
+def test_no_figure_is_stated_by_hand_twice() -> None:
+    """A before -> after figure stands once: in a generated table (from docs/data/results.jsonl), or written by hand
+    in one place only, never by hand beside the table that renders it."""
+    generated, by_hand = set(), {}
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        generated |= {m for block in GENERATED.findall(text) for m in TRANSITION.findall(block)}
+        for m in TRANSITION.findall(GENERATED.sub("", text)):
+            by_hand.setdefault(m, []).append(page.name)
+    twice = {m: pages for m, pages in by_hand.items() if len(pages) > 1 or m in generated}
+    assert not twice, f"figures stated by hand more than once, or beside their generated table: {twice}"

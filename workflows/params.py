@@ -112,80 +112,61 @@ def expected_solver_runs(params: WorkflowParams, sr_settings: "SRSettings | dict
 
 class SRSettings(EngineSettings):
     """A harness's SR settings: the engine settings (``harness.sr.settings.EngineSettings``: the **floor** of every
-    SR run and the limits of every plan) plus how the workflow uses the engine.
+    SR run and the limits of every plan) plus how the workflow uses the engine. Each field says what it does
+    (``Field(description=...)``; the table in docs/options.md is generated from them, ``scripts/render_docs.py``).
 
-    ``carry_best_seed`` seeds every repair, discussion and synthesis run with the branch's ``carry_seeds`` best
-    equations so far, so refinement starts from what works (a split search keeps what a longer one would). Hypotheses are fitted before the run; those whose validation NMSE is
-    above ``hypothesis_max_nmse`` (1 = no better than predicting the mean) are dropped, with a note the next role
-    reads. ``selection`` picks the final equation: "accuracy" = lowest validation NMSE (ties: simpler);
-    "parsimony" = the simplest candidate within a factor ``1 + selection_tolerance`` of the lowest validation NMSE.
-    "extrapolation" = among those near-best ones, the one whose constants refitted on the inner training rows
-    best predict the most extreme rows (every candidate then also gets an "edge" score).
-    ``valid_split``: "random" rows of train, or the "edge" rows (the most extreme inputs), so validation measures
-    extrapolation, which is what out-of-domain data asks of an equation.
-    ``combine_terms``: after the last SR run, small least-squares combinations of the additive terms of the pool's
-    best equations and of every hypothesis (also those too poor alone) join the pool when they beat its best
-    validation NMSE by a clear factor (``harness.core.combine``): the model's terms and the engine's meet.
-    ``seed_engine``: fitted hypotheses (and carried equations) seed the engine's population; off, every SR run is
-    exactly the unguided search and the model's equations enter only through the pool and the combination.
-    ``unguided_run``: one more engine run, the floor plan with the task's seed and no seeds, beside the roles: its
-    front joins the pool, so the pool always holds what the engine alone finds and guidance can only add to it
-    (the guided runs then explore other seeds and the model's starting points).
-    ``continue_unguided``: the first branch's first guided run goes on from the unguided run's population (the
-    model's hypotheses injected) instead of a fresh one, so the solve holds one search as long as the engine
-    alone's plus the guidance, not two half-length ones (needs the unguided run to finish first: one engine slot).
-    ``evolve_rounds``: the evolution channel (``workflows.evolution``, LLM-SR's loop): while a guided SR run is
-    going, the model (otherwise idle then) proposes ``evolve_proposals`` skeletons per round from the pool's best
-    so far, our evaluator fits their constants and they join the pool; at most this many rounds, and only rounds
-    that fit before the running SR runs end, so the solve takes no longer (0 = off).
-    ``term_library``: per task domain (``Task.domain``, e.g. "chemistry"; "any" for every task) the additive terms
-    known in that field, in the grammar over the task's input names, numbers as starting values (e.g.
-    ``-0.1*A/(1 + 0.5*A)``). Before the first SR runs each term, and their sum, is fitted like a hypothesis: good
-    fits join the pool (not the engine's seeds: as seeds they crowded out the model's), and every term reaches
-    the combination (a field's textbook terms, which a small model does not recall; empty = off).
-    ``residual_seconds``: of a branch's first SR run, this many seconds go to an engine run on what the best kept
-    hypothesis (the model's, or the library's) leaves unexplained, y - f(x). Each of the ``residual_candidates``
-    most accurate equations g on that run's front gives f + g, refitted in full, which joins the pool (source
-    "residual") and the combination. Why: the model's known part of a law is often right while the engine misses
-    the unusual terms beside it; on the residual those terms are the whole target, often over fewer inputs, and a
-    run from scratch must find the known part first. The solve's SR seconds stay the same (at most half the
-    branch's first run; 0 = off; no kept hypothesis = no residual run).
-
-    ``sparse_regression``: after the last SR run, sparse regressions of the target on generic libraries
-    (``harness.core.basis``): the inputs' monomials up to degree 3, ``sin``/``cos`` of each input at unit
-    frequency and at the dominant frequencies of the target and of what the pool's best leaves (a periodogram),
-    their products with the inputs, and in a second, wider library the classical forms of a signed state (``abs``,
-    ``tanh``, couplings localized near rest); SINDy's thresholding and a forward stepwise path pick the terms,
-    each sparse fit is refitted with every constant free, and the best joins the pool only when it beats the pool's
-    best validation NMSE by the combination's factor (a third of one SR run's seconds, 1 to 20 s; only for a task
-    with an input taking both signs, a state around its equilibrium; why on: docs/oscillators.md).
-    ``stop_at_exact``: once the pool holds an exact fit (validation NMSE at the data's precision,
-    ``harness.core.candidates.NMSE_FLOOR``), the run makes no further role call or SR run (status
-    ``target_reached``); the optimizer's training runs use it to stop paying for tasks already solved.
-
-    The defaults are the shipped harness's engine settings (``workflows.harness.shipped_harness``; why each:
-    docs/decisions.md): a setting not given anywhere is what the default harness solves with.
+    The defaults are the shipped harness's engine settings (``workflows.harness.shipped_harness``): a setting not
+    given anywhere is what the default harness solves with. Why each default, with the measurements that decided
+    it: docs/decisions.md.
     """
 
-    carry_best_seed: bool = True
-    carry_seeds: int = Field(3, ge=1, le=20)
-    continue_search: bool = False  # later runs of a branch continue its Operon population (seeds injected)
-    hypothesis_max_nmse: float = Field(1.0, gt=0)
-    selection: Literal["accuracy", "parsimony", "extrapolation"] = "accuracy"
-    selection_tolerance: float = Field(0.5, ge=0)
-    valid_split: Literal["random", "edge"] = "random"
-    combine_terms: bool = True
-    seed_engine: bool = True
-    unguided_run: bool = True
-    continue_unguided: bool = False
-    evolve_rounds: int = Field(0, ge=0, le=50)
-    evolve_proposals: int = Field(3, ge=1, le=8)
-    residual_seconds: float = Field(0.0, ge=0)
-    residual_candidates: int = Field(8, ge=1, le=32)
-    stop_at_exact: bool = False
-    sparse_regression: bool = True
+    carry_best_seed: bool = Field(True, description="Seed every repair, discussion and synthesis run with the "
+                                  "branch's `carry_seeds` best equations so far, so refinement starts from what works.")
+    carry_seeds: int = Field(3, ge=1, le=20, description="How many of the branch's best equations are carried.")
+    continue_search: bool = Field(False, description="Later runs of a branch continue its Operon population "
+                                  "(seeds injected) instead of starting afresh.")
+    hypothesis_max_nmse: float = Field(1.0, gt=0, description="A hypothesis whose validation NMSE is above this "
+                                       "(1 = no better than the mean) is dropped, with a note the next role reads.")
+    selection: Literal["accuracy", "parsimony", "extrapolation"] = Field(
+        "accuracy", description="How the final equation is picked: lowest validation NMSE (ties: simpler); the "
+        "simplest within a factor 1 + `selection_tolerance` of it; or among those, the one whose constants refitted "
+        "on the inner rows best predict the most extreme rows.")
+    selection_tolerance: float = Field(0.5, ge=0, description="The near-best factor of `parsimony` and "
+                                       "`extrapolation`.")
+    valid_split: Literal["random", "edge"] = Field("random", description="Validation rows: random rows of train, "
+                                                   "or its most extreme inputs (validation then measures "
+                                                   "extrapolation).")
+    combine_terms: bool = Field(True, description="After the last SR run, small least-squares combinations of the "
+                                "additive terms of the pool's best equations and of every hypothesis join the pool "
+                                "when they beat its best validation NMSE by a clear factor (harness.core.combine).")
+    seed_engine: bool = Field(True, description="Fitted hypotheses and carried equations seed the engine's "
+                              "population; off, they enter only through the pool and the combination.")
+    unguided_run: bool = Field(True, description="One more engine run beside the roles, the floor plan with no "
+                               "seeds: its front joins the pool, so guidance can only add to what the engine alone "
+                               "finds.")
+    continue_unguided: bool = Field(False, description="The first guided run goes on from the unguided run's "
+                                    "population (the hypotheses injected) instead of a fresh one.")
+    evolve_rounds: int = Field(0, ge=0, le=50, description="Rounds of the evolution channel (LLM-SR's loop, "
+                               "workflows.evolution): while a guided run goes on, the model proposes skeletons from "
+                               "the pool's best; only rounds that end before the running SR runs (0 = off).")
+    evolve_proposals: int = Field(3, ge=1, le=8, description="Skeletons the model proposes per evolution round.")
+    residual_seconds: float = Field(0.0, ge=0, description="Seconds of a branch's first SR run given to a run on "
+                                    "what the best kept hypothesis leaves unexplained, y - f(x); each f + g found "
+                                    "there is refitted in full and joins the pool (at most half the run; 0 = off).")
+    residual_candidates: int = Field(8, ge=1, le=32, description="Equations g of the residual run's front turned "
+                                     "into f + g.")
+    stop_at_exact: bool = Field(False, description="Once the pool holds an exact fit (validation NMSE at the "
+                                "data's precision) the run makes no further role call or SR run (status "
+                                "target_reached); the optimizer's training runs use it.")
+    sparse_regression: bool = Field(True, description="After the last SR run, sparse regressions (SINDy's "
+                                    "thresholding and a forward path) on generic libraries of the inputs' monomials, "
+                                    "sines at the target's frequencies and the forms of a signed state; the best "
+                                    "joins the pool when it beats its best by the combination's factor (only for a "
+                                    "task with an input of both signs; docs/oscillators.md).")
     term_library: dict[str, list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_TERM_CHARS)]]] = \
-        Field(default_factory=dict)
+        Field(default_factory=dict, description="Per task domain (\"any\" for every task) the additive terms known "
+              "in that field, fitted like hypotheses before the first SR run; good fits join the pool and every term "
+              "reaches the combination (empty = off).")
 
     @field_validator("term_library")
     @classmethod

@@ -35,17 +35,25 @@ class EngineSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    time_budget: float = Field(60.0, gt=0, validation_alias=AliasChoices("time_budget", "max_time", "time"))
-    population_size: int = Field(500, ge=2, validation_alias=AliasChoices("population_size", "population"))
-    generations: int = Field(10_000, ge=1, validation_alias=AliasChoices("generations", "niterations"))
-    max_length: int = Field(30, ge=5, le=60)
-    max_depth: int = Field(10, ge=2, le=16)
-    loss: Literal["mse", "relative"] = "mse"
-    max_seeds: int = Field(8, ge=0, le=20)
-    operators: list[str] = Field(default_factory=lambda: list(DEFAULT_OPERATORS))
-    max_extra_operators: int = Field(MAX_EXTRA_OPERATORS, ge=0, le=10)
-    max_features: int = Field(0, ge=0, le=10)
-    extras: dict[str, Any] = Field(default_factory=dict)
+    time_budget: float = Field(60.0, gt=0, validation_alias=AliasChoices("time_budget", "max_time", "time"),
+                               description="Seconds of one SR run (every run's floor; a plan cannot ask for less).")
+    population_size: int = Field(500, ge=2, validation_alias=AliasChoices("population_size", "population"),
+                                 description="The engine's population: every run's floor.")
+    generations: int = Field(10_000, ge=1, validation_alias=AliasChoices("generations", "niterations"),
+                             description="Generations at most per run (the seconds usually end a run first).")
+    max_length: int = Field(30, ge=5, le=60, description="Longest expression (tree nodes) the engine searches.")
+    max_depth: int = Field(10, ge=2, le=16, description="Deepest expression tree the engine searches.")
+    loss: Literal["mse", "relative"] = Field("mse", description="The engine's fitness: squared error, or relative "
+                                             "squared error for targets that span decades.")
+    max_seeds: int = Field(8, ge=0, le=20, description="Hypotheses a plan may seed into the engine's population.")
+    operators: list[str] = Field(default_factory=lambda: list(DEFAULT_OPERATORS),
+                                 description="The engine's operators: every run searches at least these "
+                                             "(harness.core.vocabulary).")
+    max_extra_operators: int = Field(MAX_EXTRA_OPERATORS, ge=0, le=10,
+                                     description="Operators a plan may add beyond `operators`.")
+    max_features: int = Field(0, ge=0, le=10, description="Derived input features a plan may define.")
+    extras: dict[str, Any] = Field(default_factory=dict,
+                                   description="Engine keyword options passed through to every run.")
 
     @field_validator("operators", mode="before")
     @classmethod
