@@ -6,10 +6,12 @@ demand, so importing this package never pulls in llama.cpp, the openai SDK or vL
 """
 
 from harness.llm.base import (
+    CompletionRequest,
     LLMClient,
     LLMError,
     LLMResponse,
     RetryPolicy,
+    SeedCounter,
     ToolCall,
     UsageCounter,
     call_with_retries,
@@ -21,11 +23,13 @@ from harness.llm.config import LLMConfig
 from harness.llm.factory import make_llm
 
 __all__ = [
+    "CompletionRequest",
     "LLMClient",
     "LLMConfig",
     "LLMError",
     "LLMResponse",
     "RetryPolicy",
+    "SeedCounter",
     "ToolCall",
     "UsageCounter",
     "bound_schema",
