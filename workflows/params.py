@@ -127,10 +127,11 @@ class SRSettings(EngineSettings):
                                   "(seeds injected) instead of starting afresh.")
     hypothesis_max_nmse: float = Field(1.0, gt=0, description="A hypothesis whose validation NMSE is above this "
                                        "(1 = no better than the mean) is dropped, with a note the next role reads.")
-    selection: Literal["accuracy", "parsimony", "extrapolation"] = Field(
+    selection: Literal["accuracy", "parsimony", "extrapolation", "ladder"] = Field(
         "accuracy", description="How the final equation is picked: lowest validation NMSE (ties: simpler); the "
-        "simplest within a factor 1 + `selection_tolerance` of it; or among those, the one whose constants refitted "
-        "on the inner rows best predict the most extreme rows.")
+        "simplest within a factor 1 + `selection_tolerance` of it; among those, the one whose constants refitted "
+        "on the inner rows best predict the most extreme rows; or the precision ladder (most validation points "
+        "within 1 %, then 0.1 %, then error, then simplicity: harness.core.candidates.ladder_key).")
     selection_tolerance: float = Field(0.5, ge=0, description="The near-best factor of `parsimony` and "
                                        "`extrapolation`.")
     valid_split: Literal["random", "edge"] = Field("random", description="Validation rows: random rows of train, "

@@ -79,7 +79,17 @@ def select_best(candidates: Iterable[Candidate], split: str = "valid") -> Candid
     return min(usable, key=lambda c: c.sort_key(split))
 
 
-SELECTION_RULES = ("accuracy", "parsimony", "extrapolation")
+SELECTION_RULES = ("accuracy", "parsimony", "extrapolation", "ladder")
+LADDER = ("frac_within_0.01", "frac_within_0.001")  # shares of validation points within 1 %, then 0.1 %
+
+
+def ladder_key(cand: "Candidate", split: str = "valid") -> tuple[float, ...]:
+    """Sort key of the precision ladder: more points within 1 %, then within 0.1 % (to 0.01), then the lower
+    error (in decades), then the simpler equation. An exact law beats an approximation with a lower bulk error
+    but fewer precise points (targets spanning decades, settled tails: ``harness.core.precision``)."""
+    shares = tuple(-round(cand.metric(split, key), 2) if math.isfinite(cand.metric(split, key)) else 0.0
+                   for key in LADDER)
+    return (*shares, _decades(cand.metric(split, "nmse"), 1), cand.complexity)
 
 
 def select(candidates: Iterable[Candidate], rule: str = "accuracy", tolerance: float = 0.5,
@@ -92,12 +102,16 @@ def select(candidates: Iterable[Candidate], rule: str = "accuracy", tolerance: f
     "extrapolation": among the same near-best candidates, the lowest NMSE on split "edge" (constants refitted on
     the inner training rows, scored on the most extreme ones: ``harness.core.context.edge_metrics``; to ~25%),
     then the simplest. Candidates without an edge score rank last, so with none it is "parsimony".
+    "ladder": :func:`ladder_key` over every usable candidate.
     """
     if rule not in SELECTION_RULES:
         raise ValueError(f"unknown selection rule {rule!r}; choose one of {', '.join(SELECTION_RULES)}")
+    candidates = list(candidates)
     best = select_best(candidates, split)
     if best is None or rule == "accuracy":
         return best
+    if rule == "ladder":
+        return min((c for c in candidates if math.isfinite(c.metric(split, "nmse"))), key=lambda c: ladder_key(c, split))
     limit = max(best.metric(split, "nmse"), NMSE_FLOOR) * (1.0 + float(tolerance))
     near = [c for c in candidates if c.metric(split, "nmse") <= limit]
     if rule == "extrapolation":

@@ -223,6 +223,10 @@ class Expression:
         state["_jac"] = None  # compiled functions do not pickle; rebuilt on demand
         return state
 
+    def param_symbols(self) -> list[sympy.Symbol]:
+        """The free parameters' symbols, in parameter order."""
+        return list(self._param_symbols)
+
     def latex(self) -> str:
         return sympy.latex(self.sympy)
 
