@@ -11,7 +11,7 @@ import pytest
 
 import benchmarks
 from harness.llm import LLMError
-from harness.llm.base import seconds_left
+from harness.llm.failures import seconds_left
 from tests.doubles import ScriptedLLM, scripted_role_output
 from workflows.run_core import GuidedWindow
 from workflows.params import WorkflowParams, expected_llm_calls

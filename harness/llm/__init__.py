@@ -10,15 +10,14 @@ from harness.llm.base import (
     LLMClient,
     LLMError,
     LLMResponse,
-    RetryPolicy,
     SeedCounter,
     ToolCall,
     UsageCounter,
-    call_with_retries,
     complete_many,
     json_schema_format,
     schema_from_response_format,
 )
+from harness.llm.failures import RetryPolicy, call_with_retries
 from harness.llm.config import LLMConfig
 from harness.llm.factory import make_llm
 

@@ -42,8 +42,8 @@ from harness.llm.base import (
     Message,
     ToolCall,
     schema_from_response_format,
-    seconds_left,
 )
+from harness.llm.failures import seconds_left
 from harness.llm.config import LLMConfig
 from harness.llm.protocols import JSONToolParser, new_call_id, tool_call_schema
 from harness.llm.text_rendering import add_system_text, messages_as_text

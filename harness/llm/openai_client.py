@@ -11,7 +11,7 @@ Servers differ in what they accept, so the client discovers it once and remember
 * ``n`` samples: the ``n`` parameter; if the server returns fewer choices (llama.cpp returns one), the rest are
   topped up with concurrent single calls with different seeds.
 
-The SDK's own retries are off (``max_retries=0``); :func:`harness.llm.base.call_with_retries` handles them, so
+The SDK's own retries are off (``max_retries=0``); :func:`harness.llm.failures.call_with_retries` handles them, so
 every provider fails the same way.
 """
 
@@ -29,12 +29,10 @@ from harness.llm.base import (
     LLMClient,
     LLMError,
     LLMResponse,
-    RetryPolicy,
     ToolCall,
-    call_with_retries,
     schema_from_response_format,
-    seconds_left,
 )
+from harness.llm.failures import RetryPolicy, call_with_retries, seconds_left
 from harness.llm.config import LLMConfig
 from harness.llm.json_output import extract_json, parse_json_output
 from harness.llm.protocols import TaggedTextParser

@@ -30,9 +30,9 @@ from harness.llm.base import (
     LLMError,
     LLMResponse,
     Message,
-    deadline_passed,
     schema_from_response_format,
 )
+from harness.llm.failures import deadline_passed
 from harness.llm.config import LLMConfig
 from harness.llm.protocols import JSONToolParser, TaggedTextParser, tool_call_schema
 from harness.llm.text_rendering import add_system_text, messages_as_text, schema_prompt
