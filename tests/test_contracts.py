@@ -22,7 +22,7 @@ from harness.llm.protocols import PARSERS, make_parser
 from harness.sr.backends import BACKENDS, run_search
 from harness.tools.base import ToolCallResult
 from tests.doubles import SCRIPTED, ScriptedLLM
-from tests.test_llm_clients import FakeServer, _fake_vllm, completion
+from tests.fake_llm_servers import FakeServer, completion, fake_vllm
 
 USER = [{"role": "user", "content": "Say ok."}]
 FIT_TOOL = {"type": "function", "function": {"name": "fit_expression", "description": "Fit an expression.",
@@ -73,7 +73,7 @@ def _client(provider: str, monkeypatch: pytest.MonkeyPatch, stack: contextlib.Ex
         server = stack.enter_context(FakeServer(lambda body, i: (200, completion("ok", n=body.get("n", 1)), 0)))
         return make_llm({"provider": "openai", "model": "m", "base_url": server.base_url, "max_retries": 0})
     if provider == "vllm":
-        _fake_vllm(monkeypatch, new_api=True)
+        fake_vllm(monkeypatch, new_api=True)
         return make_llm({"provider": "vllm", "model": "m"})
     if provider == SCRIPTED:
         return make_llm({"provider": SCRIPTED, "extra": {"fn": lambda messages, **request: "ok"}})
