@@ -9,101 +9,22 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
-from harness.core.candidates import Candidate
-from harness.core.task import Task
-from harness.app.artifact import FrozenHarness
-from optimize.context import build_context
 from optimize.evaluation import StageBudgetSpent
 from optimize.records import EvalRecord, summarize
-from optimize.rewrite import RewriteSettings, check_instruction, propose_rewrite
 from optimize.settings import OptimizeSettings
 from optimize.stage1 import run_stage1
 from optimize.search_space import fixed_pool
 from optimize.stage2 import choose, completed, run_stage2
 from optimize.stage3 import Member, pareto_members, run_stage3
-from optimize.tasks import TaskSets, minibatch, split_slice
-from tests.doubles import SCRIPTED, ScriptedLLM
+from optimize.tasks import minibatch, split_slice
+from tests.doubles import ScriptedLLM
 from workflows.harness import Harness
-from workflows.params import WorkflowParams, expected_llm_calls, expected_solver_runs
+from workflows.params import WorkflowParams
 
-PHRASE = "periodic hypothesis"
-ROLES = ("analyst", "planner", "diagnoser", "repairer", "synthesizer")
-SEED_PROMPTS = {r: f"You are the {r.title()} of a symbolic regression team. Do the {r} job well." for r in ROLES}
-
-
-def make_tasks(n: int, prefix: str = "t") -> list[Task]:
-    rng = np.random.default_rng(0)
-    out = []
-    for i in range(n):
-        X = rng.uniform(-1, 1, size=(30, 2))
-        y = X[:, 0] + (i + 1) * X[:, 1]
-        out.append(Task.from_arrays(X, y, name=f"{prefix}{i}", test_id=(X[:10], y[:10])))
-    return out
-
-
-class FakeRunner:
-    """Scores by rule and counts calls, like ``workflows.runner.run_workflow`` would report them."""
-
-    def __init__(self, rule):
-        self.rule = rule
-        self.calls = 0
-
-    def __call__(self, task, params, prompts, llm, **kw):
-        self.calls += 1
-        self.seen_agents = [*getattr(self, "seen_agents", []), kw.get("role_agents") or {}]
-        extra = [kw.get("role_agents") or {}, kw.get("sr_settings")][: self.rule.__code__.co_argcount - 3]
-        score = float(self.rule(params, prompts, task, *extra))
-        cand = Candidate(expression="c0*x0", params=[1.0], equation="1.0*x0", complexity=3,
-                         metrics={"valid": {"nmse": 1.0 - score + 1e-6},
-                                  "test_id": {"acc_0.01": score, "nmse": 1.0 - score + 1e-6}})
-        return SimpleNamespace(best=cand, candidates=[cand], front=[cand], llm_calls=expected_llm_calls(params),
-                               solver_runs=expected_solver_runs(params, kw.get("sr_settings")), seconds=0.0,
-                               status="ok", errors=[],
-                               run_dir=kw.get("run_dir"))
-
-
-def engineer(messages, **request):
-    """Scripted prompt engineer / reflection model: appends the magic phrase to the current instruction."""
-    text = messages[-1]["content"]
-    current = text.split("<<<", 1)[1].split(">>>", 1)[0].strip()
-    new = f"{current} Always seed the plan with the {PHRASE}."
-    return json.dumps({"instruction": new, "rationale": "the runs missed periodic structure"})
-
-
-# The mechanics tests below start from the shipped default, accept any win (one pair decides) and search no SR
-# choice unless they say so; the tests of the initial seed, the paired rule and the SR-choice search set their own.
-MECHANICS = {"seed": "default", "accept": {"min_net_wins": 1, "alpha": 1.0, "margin": 0.0}, "race_seeds": 1,
-             "stage1": {"race_pairs": 2}, "stage3": {"race_pairs": 2}, "freeze": {"race_pairs": 2},
-             "stage2": {"confirm_top": 1, "race_pairs": 4,
-                        "bounds": {"unguided_run": None, "combine_terms": None, "operators": None,
-                                   "sparse_regression": None}}}
-
-
-def merged(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
-def context(tmp_path: Path, rule, overrides: dict | None = None, n_train: int = 4, llm=None, n_validation: int = 0,
-            mechanics: bool = True):
-    settings = OptimizeSettings.model_validate(merged(MECHANICS, overrides or {}) if mechanics else (overrides or {}))
-    runner = FakeRunner(rule)
-    tasks = TaskSets(make_tasks(n_train), make_tasks(2, "h"), validation=make_tasks(n_validation, "v"))
-    ctx = build_context(tmp_path, settings, llm_config={"provider": SCRIPTED}, backend_config={"name": "operon"},
-                        benchmark_config={}, llm=llm or ScriptedLLM(fn=engineer),
-                        tasks=tasks, runner=runner, prompts=SEED_PROMPTS)
-    return ctx, runner
-
-
-def planner_rule(params, prompts, task):
-    return PHRASE in prompts["planner"]
+from tests.optimize_standins import PHRASE, SEED_PROMPTS, context, make_tasks, planner_rule
 
 
 # -- evaluation and cache -----------------------------------------------------------------------------------------
@@ -179,27 +100,6 @@ def test_minibatches_are_seeded_and_slices_disjoint():
     assert [t.name for t in minibatch(tasks, 3, 0, "x")] == [t.name for t in minibatch(tasks, 3, 0, "x")]
     rest, held = split_slice(tasks, 2, 0, "refine")
     assert len(held) == 2 and not {t.name for t in rest} & {t.name for t in held}
-
-
-# -- rewrites -----------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("text, reason", [
-    ("", "empty"), ("short", "too short"), ("x" * 3000, "too long"), ("1234 5678 " * 20, "mostly non-letters"),
-    ("plan plan plan plan plan plan plan plan plan plan plan plan plan", "repetitive"),
-    ('{"instruction": "alpha beta gamma delta epsilon zeta eta theta iota kappa"}', "looks like raw JSON"),
-])
-def test_garbage_rewrites_are_rejected(text, reason):
-    assert reason in (check_instruction(text, "current instruction", RewriteSettings()) or "")
-
-
-def test_propose_rewrite_parses_structured_output_and_falls_back_to_none():
-    settings = RewriteSettings(min_chars=20)
-    good = propose_rewrite(ScriptedLLM(fn=engineer), "planner", SEED_PROMPTS["planner"], "feedback", settings=settings)
-    assert good.text and PHRASE in good.text and good.text.startswith("You are the Planner")
-    llm = ScriptedLLM(["", "!!!! ????", '{"instruction": ""}'], cycle=True)
-    bad = propose_rewrite(llm, "planner", SEED_PROMPTS["planner"], "feedback", settings=settings)
-    assert bad.text is None and bad.attempts == 2 and bad.reason
-    req = llm.requests[0]
-    assert req["response_format"]["json_schema"]["schema"]["properties"]["instruction"]["maxLength"] == 2500
 
 
 # -- stages ---------------------------------------------------------------------------------------------------------
@@ -480,143 +380,3 @@ def test_score_split_may_average_id_and_ood(tmp_path):
     assert runner2.calls == 0 and again.n_cached == 1
 
 
-# -- freeze: only what wins, at the solve budget -------------------------------------------------------------
-def _fake_stage(ctx, stage: str, harness: Harness) -> None:
-    ctx.folder.save_stage(stage, {"stage": stage, "harness": harness.to_dict()})
-
-
-def test_freeze_keeps_the_seed_when_the_trained_harness_does_not_win(tmp_path):
-    from optimize.freeze import run_freeze
-
-    seen_seconds = []
-
-    def rule(params, prompts, task):  # the trained prompt is worse: it loses every task
-        return "worse" not in prompts["planner"]
-
-    ctx, runner = context(tmp_path, rule, {"train_time_scale": 0.1, "freeze": {"time_scale": 0.5}})
-    original = runner.__call__
-
-    def spy(task, params, prompts, llm, **kw):
-        seen_seconds.append(kw["sr_settings"].time_budget)
-        return original(task, params, prompts, llm, **kw)
-
-    ctx.evaluator._runner = spy
-    trained = ctx.base.with_prompts(planner=ctx.base.prompts["planner"] + " worse")
-    _fake_stage(ctx, "search", trained)
-    result = run_freeze(ctx)
-    assert result["picked_stage"] == "baseline"  # training-scale scores already prefer the seed
-    assert result["selected_stage"] == "default" and result["gate"]["winner"] == "default"
-    frozen = FrozenHarness.load(ctx.folder.harness_path)
-    assert frozen.description() == ctx.default  # the shipped default is what gets frozen
-    solve = ctx.base.settings.time_budget
-    assert solve * 0.1 in seen_seconds and solve * 0.5 in seen_seconds  # stage curve vs gate
-    assert frozen.sr_settings.time_budget == solve  # never the training shortcut
-
-
-def test_freeze_says_a_trained_harness_that_lost_its_pairs_lost_them(tmp_path):
-    from optimize.freeze import run_freeze
-
-    def rule(params, prompts, task):  # the trained prompt loses every task
-        return "worse" not in prompts["planner"]
-
-    ctx, _ = context(tmp_path, rule, {"freeze": {"train": False}})
-    _fake_stage(ctx, "refine", ctx.base.with_prompts(planner=ctx.base.prompts["planner"] + " worse"))
-    gate = run_freeze(ctx)["gate"]
-    assert gate["winner"] == "default" and gate["paired"]["losses"] > gate["paired"]["wins"]
-    assert "too thin" not in gate["reason"]  # lost, not undecided
-    assert "fell behind" in gate["reason"] or "lost more pairs than it won" in gate["reason"]
-
-
-def test_freeze_gates_a_pick_that_only_wins_at_training_scale(tmp_path):
-    from optimize.freeze import run_freeze
-
-    ctx, _ = context(tmp_path, lambda p, pr, t: 1.0)  # everyone solves everything: no improvement possible
-    trained = ctx.base.with_prompts(planner=ctx.base.prompts["planner"] + " " + PHRASE)
-    _fake_stage(ctx, "refine", trained)
-    result = run_freeze(ctx)
-    assert result["picked_stage"] == "refine"  # ties go to the later stage at training scale ...
-    assert result["gate"]["winner"] == "default" and result["selected_stage"] == "default"  # a tie never wins
-    assert result["gate"]["verdict"] == "too thin" and result["gate"]["paired"]["ties"] == 2  # all its pairs tied
-    assert "the evidence is too thin" in result["gate"]["reason"] and "scored higher" not in result["gate"]["reason"]
-
-
-def test_freeze_takes_a_trained_harness_that_wins(tmp_path):
-    from optimize.freeze import run_freeze
-    from optimize.report import write_report
-
-    ctx, _ = context(tmp_path, planner_rule)
-    trained = ctx.base.with_prompts(planner=ctx.base.prompts["planner"] + " " + PHRASE)
-    _fake_stage(ctx, "refine", trained)
-    result = run_freeze(ctx)
-    ctx.folder.save_stage("freeze", result)
-    assert result["gate"]["winner"] == "candidate" and result["selected_stage"] == "refine"
-    assert FrozenHarness.load(ctx.folder.harness_path).description() == trained
-    report = write_report(ctx.folder.path).read_text()
-    first = report.index("## Held-out tasks: shipped default (start) → trained → shipped default")
-    assert first < report.index("## What was frozen, and why") < report.index("## Stages")
-    assert "| stage 3: refinement (trained, **frozen**) | 1.000 |" in report
-    assert "| shipped default | 0.000 |" in report and (ctx.folder.path / "score_per_stage.png").exists()
-
-
-def test_freeze_decides_on_validation_tasks_a_pick_that_only_fits_its_training_tasks(tmp_path):
-    """The stages chose the pick on the training tasks; the gate asks fresh tasks of the same distribution."""
-    from optimize.freeze import run_freeze
-
-    def rule(params, prompts, task):  # the trained prompt wins on the training tasks, loses on any other
-        return (PHRASE in prompts["planner"]) == task.name.startswith("t")
-
-    ctx, runner = context(tmp_path, rule, n_validation=3)
-    trained = ctx.base.with_prompts(planner=ctx.base.prompts["planner"] + " " + PHRASE)
-    _fake_stage(ctx, "refine", trained)
-    result = run_freeze(ctx)
-    assert result["picked_stage"] == "refine"  # best on the training tasks ...
-    gate = result["gate"]
-    assert gate["decided_on"] == "validation" and gate["winner"] == "default"  # ... not on fresh ones
-    assert set(gate["default"]["validation"]["per_task"]) <= {"v0", "v1", "v2"} and "train" not in gate["default"]
-    assert gate["verdict"] in ("behind", "cannot win") and gate["paired"]["wins"] == 0  # it lost where it was raced
-    assert "validation tasks" in gate["reason"]
-    frozen = FrozenHarness.load(ctx.folder.harness_path)
-    assert frozen.description() == ctx.default and frozen.provenance["validation_tasks"] == ["v0", "v1", "v2"]
-
-
-def test_the_quick_preset_accepts_a_clearly_better_candidate_at_every_decision(tmp_path):
-    """The main job's own settings (quick.yaml: 4 training and 2 validation tasks, 2 seeds, races of 3-4 pairs) are
-    able to accept: a Planner rewrite (stage 1), an SR choice (stage 2), a reflective rewrite (stage 3) and, at the
-    gate, the trained harness over the shipped default, when each is clearly better (one level of -log10 NMSE per
-    phrase, up to two, and one for the unguided run: every pair a win)."""
-    from optimize.freeze import run_freeze
-    from optimize.pipeline import run_stage
-    from optimize.settings import load_preset
-
-    def rule(params, prompts, task, agents, sr):
-        level = min(prompts["planner"].count(PHRASE), 2) + bool(sr.unguided_run)
-        return 1.0 - 10.0 ** -level  # the stand-in's NMSE is 1 - score: -log10 NMSE = level
-
-    quick = load_preset("quick").model_dump()
-    ctx, _ = context(tmp_path, rule, quick, n_train=4, n_validation=2, mechanics=False)
-    assert ctx.settings.metric == "log_nmse" and ctx.race_seeds == [0, 1]
-    s1 = run_stage(ctx, "init")
-    assert s1["groups"][0]["candidates"][0]["rewrite"]["paired"]["verdict"] == "accepted"
-    s2 = run_stage(ctx, "search")
-    assert s2["confirmation"][0]["verdict"] == "accepted" and s2["chosen"]["unguided_run"] is True
-    s3 = run_stage(ctx, "refine")
-    assert [st["accepted"] for st in s3["steps"]] == [True]
-    result = run_freeze(ctx)
-    assert result["gate"]["verdict"] == "accepted" and result["selected_stage"] == "refine"
-    frozen = FrozenHarness.load(ctx.folder.harness_path)
-    assert frozen.prompts["planner"].count(PHRASE) == 2 and frozen.settings.unguided_run
-    for race in (s1["groups"][0]["candidates"][0]["rewrite"]["paired"], s2["confirmation"][0],
-                 s3["steps"][0]["paired"], result["gate"]["paired"]):
-        assert race["clean_wins_needed"] is not None and race["clean_wins_needed"] <= race["max_pairs"]
-
-
-def test_validation_tasks_are_a_disjoint_slice_of_the_training_suite():
-    from optimize.tasks import load_task_sets
-
-    spec = {"name": "s", "train": {"suite": "synthetic", "options": {"split": "train", "n_per_domain": 1}},
-            "heldout": {"suite": "synthetic", "options": {"split": "test", "n_per_domain": 1, "seed": 9}}}
-    sets = load_task_sets(spec, n_train=3, n_heldout=2, n_validation=3)
-    names = sets.names()
-    assert (len(names["train"]), len(names["validation"]), len(names["heldout"])) == (3, 3, 2)
-    assert not set(names["train"]) & set(names["validation"])
-    assert not (set(names["train"]) | set(names["validation"])) & set(names["heldout"])
