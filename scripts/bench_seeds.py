@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-from bench_harness import FIGURES, metric
+from bench_tables import FIGURES, metric
 from scipy.stats import binomtest
 
 from benchmarks.runner import load_records
