@@ -88,21 +88,32 @@ def table5() -> str:
                   lines) + _source(rows)
 
 
-def sr_options() -> str:
-    from workflows.params import SRSettings
-
+def _options(model: type, prefix: str) -> str:
+    """A settings model's fields: option, default, description (pydantic ``Field(description=...)``)."""
     lines = []
-    for name, field in SRSettings.model_fields.items():
+    for name, field in model.model_fields.items():
         default = field.get_default(call_default_factory=True)
         shown = json.dumps(default) if not isinstance(default, str) else default
-        lines.append([f"`sr.{name}`", f"`{shown}`" if len(shown) <= 40 else "(see `SRSettings`)",
+        lines.append([f"`{prefix}.{name}`", f"`{shown}`" if len(shown) <= 40 else f"(see `{model.__name__}`)",
                       (field.description or "").replace("|", "\\|")])
     return _table(["option", "default", "what it does"], lines)
 
 
+def sr_options() -> str:
+    from workflows.params import SRSettings
+
+    return _options(SRSettings, "sr")
+
+
+def llm_options() -> str:
+    from harness.llm.config import LLMConfig
+
+    return _options(LLMConfig, "llm")
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
     "hard-suite": hard_suite, "hard-suite-readme": hard_suite_readme, "oscillators-sparse": oscillators,
-    "table5": table5, "sr-options": sr_options,
+    "table5": table5, "sr-options": sr_options, "llm-options": llm_options,
 }
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 

@@ -33,23 +33,29 @@ tests plug their scripted double in this way). ``api_key_env`` names the environ
 
     model_config = ConfigDict(extra="forbid")
 
-    provider: str = "local"
-    model: str | None = None
-    base_url: str | list[str] | None = None  # several: endpoints serving the same model (see for_solve)
-    api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = 0.7
-    max_tokens: int = 512
-    timeout_s: float = 60.0  # per attempt; the embedded model (local) waits LOCAL_TIMEOUT_S = 300 s unless set
-    max_retries: int = Field(3, ge=0)
-    backoff_s: float = Field(0.5, ge=0.0)
-    n_threads: int | None = Field(None, ge=1)  # local: None = every core while no SR engine runs, else one less
-    n_ctx: int = Field(4096, ge=256)
-    model_path: str | None = None
-    # local: llama.cpp's CPU kernels. auto = the fast ones (AMX, repacked weights) unless a probe in a child process
-    # sees them crash on this CPU, then the portable ones (harness.llm.cpu_kernels); fast / portable force one.
-    cpu_kernels: Literal["auto", "fast", "portable"] = "auto"
-    seed: int = 0
-    extra: dict[str, Any] = Field(default_factory=dict)
+    provider: str = Field("local", description="local (the embedded llama.cpp model), openai (any "
+                          "OpenAI-compatible server), vllm (in-process, GPU) or an LLMClient class's import path.")
+    model: str | None = Field(None, description="The model: an embedded model's name (local; default "
+                              "qwen2.5-coder-1.5b-instruct; `llm=tiny` picks smollm2-135m-instruct) or the server's model id.")
+    base_url: str | list[str] | None = Field(None, description="The server's URL; several serving the same model "
+                                             "are used round-robin, one per solve.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="The NAME of the environment variable holding the key "
+                             "(keys never go into configs or traces).")
+    temperature: float = Field(0.7, description="Sampling temperature of a call that names none.")
+    max_tokens: int = Field(512, description="Longest answer of a call that names none.")
+    timeout_s: float = Field(60.0, description="Seconds per attempt; the embedded model waits 300 s unless set.")
+    max_retries: int = Field(3, ge=0, description="Retries of a transient server error (network clients).")
+    backoff_s: float = Field(0.5, ge=0.0, description="First wait before a retry (exponential, with jitter).")
+    n_threads: int | None = Field(None, ge=1, description="local: threads (unset: every core while no SR engine "
+                                  "runs, else one less).")
+    n_ctx: int = Field(4096, ge=256, description="local / vllm: the context length.")
+    model_path: str | None = Field(None, description="local: any GGUF file instead of an embedded model.")
+    cpu_kernels: Literal["auto", "fast", "portable"] = Field(
+        "auto", description="local: llama.cpp's CPU kernels; auto = the fast ones unless a probe in a child "
+        "process sees them crash on this CPU (harness.llm.cpu_kernels), fast / portable force one.")
+    seed: int = Field(0, description="First seed of calls that name none (advanced per sample).")
+    extra: dict[str, Any] = Field(default_factory=dict, description="Provider options (e.g. openai: extra_body, "
+                                  "max_parallel; vllm: engine_kwargs; the scripted double: responses, fn).")
 
     @field_validator("extra", mode="before")
     @classmethod
