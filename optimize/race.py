@@ -174,12 +174,15 @@ class RaceRule(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    alpha: float = Field(0.125, gt=0.0, le=1.0)
-    margin: float = Field(0.0, ge=0.0)
-    min_net_wins: int = Field(2, ge=1)
-    drop_behind: int | None = Field(3, ge=1)
-    looks: Looks = "end"
-    test: Literal["signed_rank", "sign"] = "signed_rank"
+    alpha: float = Field(0.125, gt=0.0, le=1.0,
+        description="Level of the one-sided test that accepts a challenger (false accepts at most alpha).")
+    margin: float = Field(0.0, ge=0.0, description="Score differences within this are ties.")
+    min_net_wins: int = Field(2, ge=1, description="Wins beyond losses a challenger needs, at least.")
+    drop_behind: int | None = Field(3, ge=1,
+        description="Losses beyond wins at which a challenger is dropped (unset: never early).")
+    looks: Looks = Field("end",
+        description="end: decide after the last pair; every: an exact sequential boundary at every pair (sign test).")
+    test: Literal["signed_rank", "sign"] = Field("signed_rank", description="signed_rank (exact Wilcoxon) or sign.")
 
     @model_validator(mode="after")
     def _sequential_looks_need_the_sign_test(self) -> "RaceRule":

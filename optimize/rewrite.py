@@ -69,12 +69,12 @@ class RewriteSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    attempts: int = Field(2, ge=1)
-    temperature: float | None = None
-    max_tokens: int | None = None
-    min_chars: int = Field(60, ge=1)
-    max_chars: int = Field(2500, ge=100)
-    feedback_chars: int = Field(2500, ge=200)
+    attempts: int = Field(2, ge=1, description="Calls per rewrite before giving up.")
+    temperature: float | None = Field(None, description="Sampling temperature of rewrite calls (unset: the model's).")
+    max_tokens: int | None = Field(None, description="Longest rewrite answer (unset: the model's).")
+    min_chars: int = Field(60, ge=1, description="A shorter rewrite is refused.")
+    max_chars: int = Field(2500, ge=100, description="A longer rewrite is refused.")
+    feedback_chars: int = Field(2500, ge=200, description="Feedback shown to the rewriting model, at most.")
 
 
 @dataclass
@@ -82,7 +82,7 @@ class Rewrite:
     text: str | None
     rationale: str = ""
     reason: str = ""
-    attempts: int = 0
+    attempts: int = Field(0, description="Calls per rewrite before giving up.")
     raw: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

@@ -26,9 +26,13 @@ class TaskSettings(_Model):
     """``n_validation``: fresh tasks of the training distribution (never seen by stages 1-3, never held-out) on
     which freeze's gate decides trained vs seed; 0 = the gate scores the training tasks themselves."""
 
-    n_train: int = Field(4, ge=1)
-    n_heldout: int = Field(2, ge=0)
-    n_validation: int = Field(0, ge=0)
+    n_train: int = Field(4, ge=1,
+        description="Training tasks (draws of the suite's training laws) the stages score on.")
+    n_heldout: int = Field(2, ge=0,
+        description="Held-out tasks (the test laws) of the report's stage curve; they never decide anything.")
+    n_validation: int = Field(0, ge=0,
+        description="Validation tasks (more draws of the training laws, never seen by stages 1-3) the gate decides "
+                    "on; 0 = the training tasks.")
 
 
 class Stage1Settings(_Model):
@@ -36,46 +40,48 @@ class Stage1Settings(_Model):
     tasks (the rewrite's feedback), each rewrite raced against the kept text on at most ``race_pairs`` pairs."""
 
     groups: list[list[str]] = Field(
-        default_factory=lambda: [["planner"], ["analyst"], ["diagnoser", "repairer"], ["synthesizer"]]
+        default_factory=lambda: [["planner"], ["analyst"], ["diagnoser", "repairer"], ["synthesizer"]],
+        description="Role groups whose prompts are rewritten together, each inside its own small workflow.",
     )
-    n_candidates: int = Field(2, ge=1)
-    max_proposals: int | None = None  # rewrite calls allowed per group (default 2 x rewrites wanted)
-    minibatch: int | None = Field(2, ge=1)
-    race_pairs: int = Field(8, ge=1)
-    pool_size: int = Field(2, ge=1)
-    max_solver_runs: int | None = None
+    n_candidates: int = Field(2, ge=1, description="Texts per group: the start's text and n_candidates - 1 rewrites.")
+    max_proposals: int | None = Field(None,
+        description="Rewrite calls allowed per group (unset: twice the rewrites wanted).")
+    minibatch: int | None = Field(2, ge=1,
+        description="Training tasks the start's text is scored on, for the rewrite's feedback.")
+    race_pairs: int = Field(8, ge=1, description="Pairs a rewrite races the kept text on, at most.")
+    pool_size: int = Field(2, ge=1, description="Texts per role kept in the prompt pool stage 2 chooses from.")
+    max_solver_runs: int | None = Field(None, description="The stage's budget in solver executions (unset: none).")
 
 
 class Bounds(_Model):
-    branches: tuple[int, int] = (1, 5)
-    repair_rounds: tuple[int, int] = (0, 3)
-    discussion_rounds: tuple[int, int] = (0, 2)
-    use_analyst: list[bool] = Field(default_factory=lambda: [False, True])
-    use_synthesizer: list[bool] = Field(default_factory=lambda: [False, True])
-    # Role agents: per used role, whether it gets its tools (workflows.roles.ROLE_TOOLS, one tool step before
-    # it answers), and K answers per activation (shared by the roles), ranked by how their hypotheses fit.
-    role_tools: list[bool] = Field(default_factory=lambda: [False, True])
-    role_samples: tuple[int, int] = (1, 2)
-    # The sandboxed run_python tool for the Analyst and Diagnoser (workflows.roles.CODE_TOOL_ROLES), on or off for
-    # the whole trial; off by default (it needs Landlock + seccomp, or HARNESS_SR_SANDBOX=process).
-    code_tool: list[bool] = Field(default_factory=lambda: [False])
-    # The evolution channel (SRSettings.evolve_rounds, workflows/evolution.py): rounds to search over; None keeps
-    # the seed harness's setting (no parameter).
-    evolve_rounds: list[int] | None = None
-    # The residual run (SRSettings.residual_seconds, workflows/sr_steps.py): seconds of a branch's first run to
-    # search over; None keeps the seed harness's setting (no parameter).
-    residual_seconds: list[float] | None = None
-    # The seeded run going on from the unguided run's population (SRSettings.continue_unguided): values to search
-    # over; None keeps the seed harness's setting (no parameter).
-    continue_unguided: list[bool] | None = None
-    # The hand-made SR choices of the shipped default (workflows.harness.INITIAL_SR_CHOICES), searched by default so
-    # the optimizer can find them from HarnessSR's initial harness: the unguided run beside the roles, the term
-    # combination and the sparse regression after the last run, and the engine's operator set (names of
-    # harness.core.vocabulary.OPERATOR_SETS).
-    sparse_regression: list[bool] | None = Field(default_factory=lambda: [False, True])
-    unguided_run: list[bool] | None = Field(default_factory=lambda: [False, True])
-    combine_terms: list[bool] | None = Field(default_factory=lambda: [False, True])
-    operators: list[str] | None = Field(default_factory=lambda: ["basic", "basic+pow"])
+    branches: tuple[int, int] = Field((1, 5), description="Planner -> SR branches, (low, high).")
+    repair_rounds: tuple[int, int] = Field((0, 3), description="Diagnoser -> Repairer rounds per branch, (low, high).")
+    discussion_rounds: tuple[int, int] = Field((0, 2), description="Cross-branch discussion rounds, (low, high).")
+    use_analyst: list[bool] = Field(default_factory=lambda: [False, True],
+        description="Whether the Analyst runs first: values to search.")
+    use_synthesizer: list[bool] = Field(default_factory=lambda: [False, True],
+        description="Whether the Synthesizer runs last: values to search.")
+    role_tools: list[bool] = Field(default_factory=lambda: [False, True],
+        description="Whether a used role gets its tools (one tool step before it answers): values to search.")
+    role_samples: tuple[int, int] = Field((1, 2),
+        description="Answers per role activation, ranked by how their hypotheses fit, (low, high).")
+    code_tool: list[bool] = Field(default_factory=lambda: [False],
+        description="The sandboxed run_python tool for the Analyst and Diagnoser (needs Landlock + seccomp): values "
+                    "to search.")
+    evolve_rounds: list[int] | None = Field(None,
+        description="sr.evolve_rounds values to search (unset: the start's setting, no parameter).")
+    residual_seconds: list[float] | None = Field(None,
+        description="sr.residual_seconds values to search (unset: the start's setting).")
+    continue_unguided: list[bool] | None = Field(None,
+        description="sr.continue_unguided values to search (unset: the start's setting).")
+    sparse_regression: list[bool] | None = Field(default_factory=lambda: [False, True],
+        description="sr.sparse_regression values to search (a hand-made choice of the shipped default).")
+    unguided_run: list[bool] | None = Field(default_factory=lambda: [False, True],
+        description="sr.unguided_run values to search (a hand-made choice of the shipped default).")
+    combine_terms: list[bool] | None = Field(default_factory=lambda: [False, True],
+        description="sr.combine_terms values to search (a hand-made choice of the shipped default).")
+    operators: list[str] | None = Field(default_factory=lambda: ["basic", "basic+pow"],
+        description="Operator sets to search, by name (harness.core.vocabulary.OPERATOR_SETS).")
 
     @field_validator("operators")
     @classmethod
@@ -89,45 +95,51 @@ class Bounds(_Model):
 
 
 class Stage2Settings(_Model):
-    space: Literal["full", "fixed_pool"] = "full"
-    n_trials: int = Field(4, ge=1)
-    minibatch: int | None = Field(2, ge=1)
-    bounds: Bounds = Field(default_factory=Bounds)
-    fixed_pool_size: int = Field(8, ge=1)
-    llm_penalty: float = Field(1e-4, ge=0.0)
-    n_startup_trials: int = Field(4, ge=1)
-    adapt_steps: int = Field(1, ge=0)
-    adapt_roles: int | None = Field(1, ge=0)
-    adapt_reserve: int = Field(0, ge=0)
-    # Every trial is first screened against the stage's start (stage 1's harness) on ``minibatch`` training tasks
-    # at the first seed, pair by pair, and dropped once it falls behind; then the best ``confirm_top`` trials that
-    # gained there, in order, race the start on the other pairs (training tasks x OptimizeSettings.race_seeds,
-    # tasks on which every trial tied last) for at most ``race_pairs`` pairs each, at alpha / confirm_top: the
-    # first accepted is the stage's choice, else the start stays (optimize.race; docs/optimizer.md).
-    confirm_top: int = Field(2, ge=0)
-    race_pairs: int = Field(16, ge=1)
-    # Workers sharing the study (optimize.shared_study): each running trial records a heartbeat every
-    # heartbeat_interval seconds; one silent for grace_period (None: twice the interval) is failed and retried
-    # max_retry times with its parameters.
-    heartbeat_interval: int = Field(10, ge=1)
-    grace_period: int | None = Field(None, ge=1)
-    max_retry: int = Field(1, ge=0)
-    max_solver_runs: int | None = None
+    space: Literal["full", "fixed_pool"] = Field("full",
+        description="full: the workflow and each role's prompt index; fixed_pool: an index into presampled workflows "
+                    "(the ablation).")
+    n_trials: int = Field(4, ge=1, description="Trials in all (a resumed or shared study counts the complete ones).")
+    minibatch: int | None = Field(2, ge=1,
+        description="Training tasks each trial is screened on against the start, at the first seed, dropped once "
+                    "behind.")
+    bounds: Bounds = Field(default_factory=Bounds, description="What a trial may choose.")
+    fixed_pool_size: int = Field(8, ge=1, description="Workflows presampled for space=fixed_pool.")
+    llm_penalty: float = Field(1e-4, ge=0.0, description="Objective penalty per LLM call per task.")
+    n_startup_trials: int = Field(4, ge=1, description="Random trials before TPE models the results.")
+    adapt_steps: int = Field(1, ge=0,
+        description="Prompt rewrites tried inside the chosen workflow afterwards, each kept only when it wins a "
+                    "race.")
+    adapt_roles: int | None = Field(1, ge=0,
+        description="Roles whose prompts the adaptation rewrites (unset: all used).")
+    adapt_reserve: int = Field(0, ge=0, description="Solver executions kept back from the search for the adaptation.")
+    confirm_top: int = Field(2, ge=0,
+        description="Screened trials that gained most, raced in turn against the start at alpha / confirm_top.")
+    race_pairs: int = Field(16, ge=1,
+        description="Pairs a trial races the start on, at most (tasks where every trial tied come last).")
+    heartbeat_interval: int = Field(10, ge=1,
+        description="Seconds between a running trial's heartbeats (workers sharing the study).")
+    grace_period: int | None = Field(None, ge=1,
+        description="Seconds without a heartbeat before a trial is failed and retried (unset: twice the interval).")
+    max_retry: int = Field(1, ge=0, description="Retries of a dead worker's trial, with its parameters.")
+    max_solver_runs: int | None = Field(None, description="The stage's budget in solver executions (unset: none).")
 
 
 class Stage3Settings(_Model):
-    feedback: Literal["sr_diagnostics", "traces"] = "sr_diagnostics"
-    steps: int = Field(2, ge=0)
-    minibatch: int | None = Field(2, ge=1)
-    holdout: int = Field(2, ge=1)
-    minibatch_gate: bool = True
-    # paired: the child must win a race against its parent on the held-out slice's tasks x race seeds, at most
-    # race_pairs pairs (OptimizeSettings.accept); mean / pareto (GEPA: also kept when it is best on some task):
-    # the earlier rules on the slice at the run's seeds, as ablations
-    accept: Literal["paired", "mean", "pareto"] = "paired"
-    race_pairs: int = Field(8, ge=1)
-    drop_terms: bool = True
-    max_solver_runs: int | None = None
+    feedback: Literal["sr_diagnostics", "traces"] = Field("sr_diagnostics",
+        description="What the reflection model reads: SR diagnostics (residual patterns, structures, outcomes) or raw "
+                    "traces (the ablation).")
+    steps: int = Field(2, ge=0, description="Reflective rewrites, one role at a time.")
+    minibatch: int | None = Field(2, ge=1, description="Training tasks a child is first scored on against its parent.")
+    holdout: int = Field(2, ge=1,
+        description="Tasks of the held-out slice of the training tasks the child races its parent on.")
+    minibatch_gate: bool = Field(True,
+        description="A child that does worse than its parent on the minibatch is not raced.")
+    accept: Literal["paired", "mean", "pareto"] = Field("paired",
+        description="paired: the child must win a race against its parent; mean / pareto (GEPA's rules, kept for "
+                    "ablations).")
+    race_pairs: int = Field(8, ge=1, description="Pairs a child races its parent on, at most.")
+    drop_terms: bool = Field(True, description="The reflection may also remove instructions, not only add them.")
+    max_solver_runs: int | None = Field(None, description="The stage's budget in solver executions (unset: none).")
 
 
 class FreezeSettings(_Model):
@@ -141,12 +153,18 @@ class FreezeSettings(_Model):
     worse solver than the default, and the report says whether the default stayed because the pick fell behind
     or because the evidence was too thin."""
 
-    evaluate: list[str] = Field(default_factory=lambda: list(STAGE_ORDER))
-    race_pairs: int = Field(8, ge=1)
-    train: bool = True
-    heldout: bool = True
-    time_scale: float = Field(1.0, gt=0.0, le=1.0)
-    heldout_time_scale: float = Field(1.0, gt=0.0, le=1.0)
+    evaluate: list[str] = Field(default_factory=lambda: list(STAGE_ORDER),
+        description="The stage harnesses the report scores.")
+    race_pairs: int = Field(8, ge=1,
+        description="Pairs the gate races the trained harness against the shipped default on, at most.")
+    train: bool = Field(True,
+        description="Also score every stage's harness on the training tasks at the training scale.")
+    heldout: bool = Field(True,
+        description="The stage curve on the held-out tasks (false: only the start, the pick and the shipped "
+                    "default).")
+    time_scale: float = Field(1.0, gt=0.0, le=1.0, description="The gate's share of the solve seconds.")
+    heldout_time_scale: float = Field(1.0, gt=0.0, le=1.0,
+        description="The held-out curve's share of the solve seconds.")
 
     @field_validator("evaluate")
     @classmethod
@@ -158,47 +176,46 @@ class FreezeSettings(_Model):
 
 
 class OptimizeSettings(_Model):
-    preset: str = "quick"
-    # The starting harness: "initial" = HarnessSR's (generic role prompts, w = (0, 1, 0, 0, 0), none of the shipped
-    # default's hand-made SR choices: workflows.harness.initial_harness); "default" = the shipped default
-    # (workflows.harness.shipped_harness), to train on from there. (The top-level `seed` seeds the random draws.)
-    seed: Literal["initial", "default"] = "initial"
-    storage: str | None = None
-    study_name: str = "harness-sr-stage2"
-    seeds: list[int] = Field(default_factory=lambda: [0])
-    metric: str = "acc_0.01"
-    score_split: str = "test_id"  # or several joined by "+": "test_id+test_ood" scores their mean
-    force: bool = False
-    # Training shortcut: every SR run of stages 1-3 gets this share of the harness's solve seconds (the frozen
-    # harness keeps its own; freeze.time_scale decides the gate's). Stated in the report.
-    train_time_scale: float = Field(1.0, gt=0.0, le=1.0)
-    task_workers: int = Field(1, ge=1)
-    branch_workers: int | None = 1
-    keep_run_dirs: bool = True
-    llm_cache: bool = True  # llm_cache.db in the run folder: a resumed or repeated stage pays for no call twice
-    # The unguided run of a (task, seed) at the same engine settings is made once and read by every harness after
-    # (common random numbers; paid once): evals.db's shared_runs table. Local executor only.
-    share_runs: bool = True
-    # Training runs stop paying (no further role call or SR run) once an exact fit is in the pool
-    # (SRSettings.stop_at_exact); the report counts the runs and calls saved.
-    stop_at_exact: bool = True
-    # Every acceptance (stage-1 rewrites, stage 2's choice, stage-3 children, freeze's gate) is a race on common
-    # (task, seed) pairs, decided by a signed-rank test (optimize.race; false accepts at most alpha per decision, and
-    # stage 2 splits alpha between the trials it races). race_seeds: engine seeds per task the races draw pairs
-    # from (the run's seeds, then the next integers); race_batch: pairs run per step of a race.
-    accept: RaceRule = Field(default_factory=lambda: RaceRule(min_net_wins=2, alpha=0.125, margin=0.01))
-    race_seeds: int = Field(2, ge=1)
-    race_batch: int = Field(2, ge=1)
-    # GEPA's reflection_lm: the model that writes stage-1 rewrites and stage-3 reflections (any `llm` config, e.g.
-    # {provider: openai, base_url: ..., model: ...}); None = the harness's own model.
-    reflection_llm: dict[str, Any] | None = None
-    run_budget: dict[str, Any] = Field(default_factory=dict)
-    tasks: TaskSettings = Field(default_factory=TaskSettings)
-    rewrite: RewriteSettings = Field(default_factory=RewriteSettings)
-    stage1: Stage1Settings = Field(default_factory=Stage1Settings)
-    stage2: Stage2Settings = Field(default_factory=Stage2Settings)
-    stage3: Stage3Settings = Field(default_factory=Stage3Settings)
-    freeze: FreezeSettings = Field(default_factory=FreezeSettings)
+    preset: str = Field("quick", description="The preset's name (quick, small, paper), recorded in the provenance.")
+    seed: Literal["initial", "default"] = Field("initial",
+        description="The starting harness: initial (HarnessSR's: generic prompts, none of the hand-made SR choices) "
+                    "or default (the shipped one).")
+    storage: str | None = Field(None,
+        description="Optuna storage URL for stage 2 (unset: sqlite in the run folder; any RDB URL for many workers).")
+    study_name: str = Field("harness-sr-stage2", description="Stage 2's study name in the storage.")
+    seeds: list[int] = Field(default_factory=lambda: [0],
+        description="The run's engine seeds (the held-out curve's; races add the next integers).")
+    metric: str = Field("acc_0.01", description="The score of one run: acc_0.01 or log_nmse (-log10 NMSE).")
+    score_split: str = Field("test_id",
+        description="The split(s) scored, joined by + for their mean (test_id+test_ood).")
+    force: bool = Field(False, description="Rerun stages whose results the run folder already holds.")
+    train_time_scale: float = Field(1.0, gt=0.0, le=1.0,
+        description="Stages 1-3 run SR at this share of the solve seconds (the frozen harness keeps its own).")
+    task_workers: int = Field(1, ge=1, description="Tasks evaluated at once.")
+    branch_workers: int | None = Field(1, description="SR runs of one solve at once (unset: by cores).")
+    keep_run_dirs: bool = Field(True, description="Keep every evaluation's run folder (nodes.jsonl, result.json).")
+    llm_cache: bool = Field(True,
+        description="Cache model answers in llm_cache.db: a resumed or repeated stage pays for no call twice.")
+    share_runs: bool = Field(True,
+        description="Make the unguided run of a (task, seed) once and let every harness read it (local executor).")
+    stop_at_exact: bool = Field(True,
+        description="Training runs stop paying once an exact fit is in the pool (sr.stop_at_exact).")
+    accept: RaceRule = Field(default_factory=lambda: RaceRule(min_net_wins=2, alpha=0.125, margin=0.01),
+        description="The race rule of every acceptance (optimize.race).")
+    race_seeds: int = Field(2, ge=1, description="Engine seeds per task the races draw pairs from.")
+    race_batch: int = Field(2, ge=1, description="Pairs run per step of a race.")
+    reflection_llm: dict[str, Any] | None = Field(None,
+        description="The model that writes rewrites and reflections (any llm config; unset: the harness's own).")
+    run_budget: dict[str, Any] = Field(default_factory=dict,
+        description="Budget of each evaluation's solve (Budget fields).")
+    tasks: TaskSettings = Field(default_factory=TaskSettings,
+        description="How many training, validation and held-out tasks.")
+    rewrite: RewriteSettings = Field(default_factory=RewriteSettings, description="Bounds on rewrite calls and texts.")
+    stage1: Stage1Settings = Field(default_factory=Stage1Settings, description="Stage 1, prompt initialisation.")
+    stage2: Stage2Settings = Field(default_factory=Stage2Settings, description="Stage 2, the joint search.")
+    stage3: Stage3Settings = Field(default_factory=Stage3Settings, description="Stage 3, reflective refinement.")
+    freeze: FreezeSettings = Field(default_factory=FreezeSettings,
+        description="The gate and the report's held-out curve.")
 
     @field_validator("score_split")
     @classmethod

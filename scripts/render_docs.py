@@ -88,21 +88,37 @@ def table5() -> str:
                   lines) + _source(rows)
 
 
-def _options(model: type, prefix: str) -> str:
-    """A settings model's fields: option, default, description (pydantic ``Field(description=...)``)."""
+def _option_rows(model: type, prefix: str) -> list[list[str]]:
+    """A settings model's fields, nested models walked: option, default, description (``Field(description=...)``)."""
+    from pydantic import BaseModel
+
     lines = []
     for name, field in model.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            lines += _option_rows(field.annotation, f"{prefix}.{name}")
+            continue
         default = field.get_default(call_default_factory=True)
+        default = default.model_dump() if isinstance(default, BaseModel) else default
         shown = json.dumps(default) if not isinstance(default, str) else default
         lines.append([f"`{prefix}.{name}`", f"`{shown}`" if len(shown) <= 40 else f"(see `{model.__name__}`)",
                       (field.description or "").replace("|", "\\|")])
-    return _table(["option", "default", "what it does"], lines)
+    return lines
+
+
+def _options(model: type, prefix: str) -> str:
+    return _table(["option", "default", "what it does"], _option_rows(model, prefix))
 
 
 def sr_options() -> str:
     from workflows.params import SRSettings
 
     return _options(SRSettings, "sr")
+
+
+def optimize_options() -> str:
+    from optimize.settings import OptimizeSettings
+
+    return _options(OptimizeSettings, "optimize")
 
 
 def llm_options() -> str:
@@ -114,6 +130,7 @@ def llm_options() -> str:
 RENDERERS: dict[str, Callable[[], str]] = {
     "hard-suite": hard_suite, "hard-suite-readme": hard_suite_readme, "oscillators-sparse": oscillators,
     "table5": table5, "sr-options": sr_options, "llm-options": llm_options,
+    "optimize-options": optimize_options,
 }
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
