@@ -200,3 +200,17 @@ def test_a_file_from_before_a_new_setting_still_loads(tmp_path) -> None:
     path.write_text(_json.dumps(data))
     with pytest.raises(ArtifactError, match="digest mismatch"):
         FrozenHarness.load(path)
+
+
+def test_an_option_added_later_leaves_the_identity_of_harnesses_before_it_alone() -> None:
+    """SRSettings.NEUTRAL: a later option at its neutral value is not part of a harness's identity, so the caches
+    and frozen files of harnesses made before it keep their digest; set, it is part of it."""
+    from workflows.harness import shipped_harness
+    from workflows.params import SRSettings
+
+    h = shipped_harness()
+    assert set(SRSettings.NEUTRAL) <= set(SRSettings.model_fields)
+    assert not set(SRSettings.NEUTRAL) & set(h.identity()["sr_settings"])
+    for name, neutral in SRSettings.NEUTRAL.items():
+        changed = h.with_sr_settings(**{name: not neutral if isinstance(neutral, bool) else neutral + 1})
+        assert changed.identity_digest != h.identity_digest

@@ -250,3 +250,18 @@ def test_a_term_library_is_bounded() -> None:
         SRSettings(term_library={"chemistry": [f"{i}.0*A" for i in range(30)]})
     library = SRSettings(term_library={"x": ["a", "a", "b"], "y": ["z"], "any": ["b", "c"]})
     assert library.library_terms("x") == ["a", "b", "c"] and library.library_terms("w") == ["b", "c"]
+
+
+def test_the_precision_polish_refits_the_pools_best_and_the_pool_keeps_what_it_finds(task) -> None:
+    """sr.precision_polish: after the last SR run the pool's best few are refitted on relative error, pruned and
+    snapped; the results join the pool in one recorded step, and the run's answer is never worse for it."""
+    settings = {**TINY, "unguided_run": False, "combine_terms": False, "sparse_regression": False}
+    plain = run_workflow(task, (0, 1, 0, 0, 0), None, scripted(), sr_settings=settings, seed=1)
+    polished = run_workflow(task, (0, 1, 0, 0, 0), None, scripted(),
+                            sr_settings={**settings, "precision_polish": True}, seed=1)
+    [step] = [n for n in polished.state.nodes if n.info.get("channel") == "precision polish"]
+    assert step.info["polished"] >= 1 and step.info["found"] == len(step.candidates) >= 1
+    assert all(c["source"].startswith("precision:") for c in step.candidates)
+    assert not [n for n in plain.state.nodes if n.info.get("channel") == "precision polish"]
+    before = min(c.metric("valid") for c in polished.candidates if not c.source.startswith("precision:"))
+    assert polished.best.metric("valid") <= before

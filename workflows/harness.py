@@ -91,9 +91,10 @@ class Harness(BaseModel):
 
     # -- identity -------------------------------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
-        return harness_identity(prompts=self.prompts, workflow=self.workflow, backend=self.backend,
-                                sr_settings=self.sr_settings.model_dump(mode="json"), llm=self.llm,
-                                role_agents=self.role_agents)
+        sr = {k: v for k, v in self.sr_settings.model_dump(mode="json").items()
+              if k not in SRSettings.NEUTRAL or v != SRSettings.NEUTRAL[k]}  # a later option at its neutral value
+        return harness_identity(prompts=self.prompts, workflow=self.workflow, backend=self.backend, sr_settings=sr,
+                                llm=self.llm, role_agents=self.role_agents)
 
     @property
     def identity_digest(self) -> str:

@@ -6,7 +6,7 @@ is not stopped by its budget makes ``expected_llm_calls`` role calls and ``expec
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Sequence
+from typing import Annotated, Any, ClassVar, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
@@ -164,10 +164,18 @@ class SRSettings(EngineSettings):
                                     "sines at the target's frequencies and the forms of a signed state; the best "
                                     "joins the pool when it beats its best by the combination's factor (only for a "
                                     "task with an input of both signs; docs/oscillators.md).")
+    precision_polish: bool = Field(False, description="After the last SR run, the pool's best few are refitted on "
+                                   "relative error, pruned of terms that carry nothing and their constants snapped "
+                                   "to simple values (harness.core.precision); the results join the pool.")
     term_library: dict[str, list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_TERM_CHARS)]]] = \
         Field(default_factory=dict, description="Per task domain (\"any\" for every task) the additive terms known "
               "in that field, fitted like hypotheses before the first SR run; good fits join the pool and every term "
               "reaches the combination (empty = off).")
+
+    # Fields added after harnesses were frozen, with the value at which they change nothing: at that value they are
+    # left out of a harness's identity (workflows.identity), so a new option never changes the identity, the
+    # caches or the frozen files of the harnesses that came before it.
+    NEUTRAL: ClassVar[dict[str, Any]] = {"precision_polish": False}
 
     @field_validator("term_library")
     @classmethod

@@ -187,6 +187,8 @@ class _WorkflowRun(RoleSteps, SRSteps, EvolutionSteps):
                 self.sparse()
             if self.settings.combine_terms and not self.ctx.cancelled():
                 self.combine()
+            if self.settings.precision_polish and not self.ctx.cancelled():
+                self.polish()
         except Exception as exc:  # keep what was found; the caller sees the error
             crash = f"{type(exc).__name__}: {exc}"
             self._error(f"workflow crashed: {crash}")

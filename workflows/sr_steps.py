@@ -22,6 +22,7 @@ from harness.core.candidates import NMSE_FLOOR, Candidate, pareto_front, select_
 from harness.core.combine import GUIDED_SOURCES, CombineSettings, combine_terms
 from harness.core.context import AgentContext, BudgetExhausted, evaluate_candidate
 from harness.core.expression import ExpressionError, parse_expression, right_hand_side
+from harness.core.precision import polish as polish_candidate
 from harness.core.task import Split
 from harness.runtime.nodes import NodeKind, NodeType
 from harness.sr.plan import SearchPlan
@@ -33,6 +34,8 @@ from workflows.roles import PlanOutput
 from workflows.run_core import WorkflowRun
 
 ENGINE_INFO_KEYS = ("generations", "gp_seconds", "n_seeds", "n_injected", "continued", "front_size")
+PRECISION_SECONDS = 10.0  # the precision polish's share of a solve, at most (several refits of a few candidates)
+PRECISION_TOP = 3  # the pool's best candidates polished
 SPARSE_SECONDS = 20.0  # the sparse regression's share of a solve: a third of one SR run's seconds, 1 to 20 s (3
 # libraries, refits most promising first: 5-15 s on ~3,000 rows after 60 s runs, 2 cores)
 
@@ -326,6 +329,23 @@ class SRSteps(WorkflowRun):
                      seconds=time.perf_counter() - t0,
                      info={"channel": "sparse regression", **info, "kept": len(kept),
                            "best_sparse_valid_nmse": top.metric("valid") if top is not None else None})
+
+    def polish(self) -> None:
+        """The pool's best few refitted on relative error, pruned and their constants snapped
+        (``harness.core.precision``; ``SRSettings.precision_polish``): what they become joins the pool and the
+        selection decides. A sixth of one SR run's seconds, 1 to 10 s, within what the run has left."""
+        left = self.tracker.seconds_left()
+        if left is not None and left <= 0.5:
+            return
+        seconds = min(PRECISION_SECONDS, max(1.0, self.settings.time_budget / 6))
+        if left is not None:
+            seconds = min(seconds, left - 0.5)
+        t0, deadline = time.perf_counter(), time.monotonic() + seconds
+        best = self.state.top(PRECISION_TOP)
+        found = [c for cand in best for c in polish_candidate(cand, self.ctx, deadline=deadline)]
+        parent = max((n.id for n in self.state.nodes if n.type is NodeType.SR), default=None)
+        self._record(NodeKind.of(NodeType.COMBINE), parent=parent, candidates=found, seconds=time.perf_counter() - t0,
+                     info={"channel": "precision polish", "polished": len(best), "found": len(found)})
 
     def combine(self) -> None:
         """Least-squares combinations of the pool's terms (engine fronts, hypotheses, poor hypotheses) that beat

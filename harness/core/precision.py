@@ -6,15 +6,16 @@ acc_0.01 and fails acc_0.001 or "every point" (settled oscillators, laws spannin
 a constant off in the third digit does the same. Each step keeps its change only when the validation error does
 not grow beyond ``tolerance`` (a factor), so a real term or constant is never traded for simplicity.
 
-Not yet in a solve's workflow: each step becomes a harness option only once paired comparisons on training laws
-decide it (issue 55); the ladder is already a selection rule (``sr.selection=ladder``,
-``harness.core.candidates.ladder_key``).
+In a solve: ``sr.precision_polish`` polishes the pool's best few after the last SR run, and ``sr.selection=ladder``
+picks by the precision ladder (``harness.core.candidates.ladder_key``). Both off in the shipped harness until
+paired comparisons on training laws decide them (issue 55).
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import time
 from dataclasses import replace
 
 import sympy
@@ -41,7 +42,11 @@ def _skeleton(cand: Candidate, ctx: AgentContext) -> Expression:
     return parse_expression(cand.equation, ctx.variables, constants_as_params=True)
 
 
-def _fit(expr: sympy.Expr, start: dict[str, float], ctx: AgentContext, source: str) -> Candidate | None:
+def _fit(expr: sympy.Expr, start: dict[str, float], ctx: AgentContext, source: str,
+         deadline: float | None = None) -> Candidate | None:
+    """The skeleton fitted from ``start``; ``None`` when it cannot be, or once ``deadline`` (monotonic) has passed."""
+    if deadline is not None and time.monotonic() >= deadline:
+        return None
     skeleton = Expression(expr, ctx.variables, start)
     try:
         return evaluate_candidate(skeleton.to_string(), ctx, source=source, initial_params=skeleton.initial_params)
@@ -56,15 +61,17 @@ def _no_worse(new: Candidate | None, base: Candidate, tolerance: float, split: s
     return new.metric(split, "nmse") <= limit
 
 
-def refit_relative(cand: Candidate, ctx: AgentContext, *, n_starts: int = 8) -> Candidate | None:
+def refit_relative(cand: Candidate, ctx: AgentContext, *, n_starts: int = 8,
+                   deadline: float | None = None) -> Candidate | None:
     """The same skeleton, constants refitted in float64 from several starts on relative error (each point's
     error over its target's size), so the small-target tail counts as much as the bulk."""
     skeleton = _skeleton(cand, ctx)
     start = dict(zip(skeleton.parameters, skeleton.initial_params))
-    return _fit(skeleton.sympy, start, _relative(ctx, n_starts), "precision:refit")
+    return _fit(skeleton.sympy, start, _relative(ctx, n_starts), "precision:refit", deadline)
 
 
-def prune_terms(cand: Candidate, ctx: AgentContext, *, tolerance: float = 0.1) -> Candidate:
+def prune_terms(cand: Candidate, ctx: AgentContext, *, tolerance: float = 0.1,
+                deadline: float | None = None) -> Candidate:
     """Drop additive terms one at a time, refitting the rest, while the validation error stays within a factor
     ``1 + tolerance``; the first removal that qualifies is kept and the search starts again."""
     best = cand
@@ -79,7 +86,7 @@ def prune_terms(cand: Candidate, ctx: AgentContext, *, tolerance: float = 0.1) -
             if not rest.free_symbols - set(Expression(rest, ctx.variables).param_symbols()):
                 continue  # never prune to a constant
             present = {sym.name for sym in rest.free_symbols}
-            pruned = _fit(rest, {k: v for k, v in start.items() if k in present}, ctx, "precision:prune")
+            pruned = _fit(rest, {k: v for k, v in start.items() if k in present}, ctx, "precision:prune", deadline)
             if _no_worse(pruned, best, tolerance):
                 best = pruned
                 break
@@ -97,7 +104,8 @@ def _simple_values(value: float) -> list[sympy.Expr]:
     return sorted(near, key=lambda v: abs(float(v) - value))
 
 
-def snap_constants(cand: Candidate, ctx: AgentContext, *, tolerance: float = 0.1) -> Candidate:
+def snap_constants(cand: Candidate, ctx: AgentContext, *, tolerance: float = 0.1,
+                   deadline: float | None = None) -> Candidate:
     """Each constant in turn set to the nearest simple value (an integer, a half, a third, a quarter, a multiple of
     pi) with the others refitted; kept when the validation error stays within a factor ``1 + tolerance``."""
     skeleton = _skeleton(cand, ctx)  # one skeleton throughout: a snapped constant stays fixed
@@ -109,7 +117,7 @@ def snap_constants(cand: Candidate, ctx: AgentContext, *, tolerance: float = 0.1
         for simple in _simple_values(values[name]):
             expr = skeleton.sympy.xreplace({symbols[k]: v for k, v in {**fixed, name: simple}.items()})
             free = {k: v for k, v in values.items() if k not in fixed and k != name}
-            trial = _fit(expr, free, ctx, "precision:snap")
+            trial = _fit(expr, free, ctx, "precision:snap", deadline)
             if _no_worse(trial, best, tolerance):
                 best, fixed[name] = trial, simple
                 values.update(zip(Expression(expr, ctx.variables, free).parameters, trial.params))
@@ -117,17 +125,19 @@ def snap_constants(cand: Candidate, ctx: AgentContext, *, tolerance: float = 0.1
     return best
 
 
-def polish(cand: Candidate, ctx: AgentContext, *, tolerance: float = 0.1, n_starts: int = 8) -> list[Candidate]:
-    """Refit on relative error, prune, snap: every distinct step's result (the pool and the selection decide)."""
+def polish(cand: Candidate, ctx: AgentContext, *, tolerance: float = 0.1, n_starts: int = 8,
+           deadline: float | None = None) -> list[Candidate]:
+    """Refit on relative error, prune, snap: every distinct step's result (the pool and the selection decide);
+    what is left undone at ``deadline`` (monotonic seconds) is skipped."""
     out: list[Candidate] = []
     current = cand
-    refit = refit_relative(current, ctx, n_starts=n_starts)
+    refit = refit_relative(current, ctx, n_starts=n_starts, deadline=deadline)
     if refit is not None:
         out.append(refit)
         if _no_worse(refit, current, tolerance):
             current = refit
     for step in (prune_terms, snap_constants):
-        changed = step(current, ctx, tolerance=tolerance)
+        changed = step(current, ctx, tolerance=tolerance, deadline=deadline)
         if changed.equation != current.equation:
             out.append(changed)
             current = changed
