@@ -17,7 +17,7 @@ from harness.llm.cache import CachedLLM
 from harness.llm.config import LLMConfig
 from harness.llm.factory import make_llm
 from tests.doubles import SCRIPTED, ScriptedLLM
-from tests.test_llm_clients import FakeServer, completion
+from tests.fake_llm_servers import FakeServer, completion
 
 
 class Stop(RuntimeError):

@@ -31,7 +31,7 @@ from harness.app.executor_factory import make_executor
 from harness.app.ray_executor import RayExecutor
 from tests import doubles as toy
 from tests.doubles import SCRIPTED, resolve_callable, scripted_role_output
-from tests.test_llm_clients import FakeServer, completion
+from tests.fake_llm_servers import FakeServer, completion
 
 REPO = Path(__file__).resolve().parent.parent
 # Short, generation-capped SR runs: Operon stops after 3 generations long before its 5 s (also on a loaded

@@ -28,7 +28,7 @@ TASKS = TaskSets(toy.toy_tasks(5), toy.toy_tasks(2, offset=100))
 
 
 def make_ctx(tmp_path: Path, overrides: dict):
-    from tests.test_optimize_units import MECHANICS, merged
+    from tests.optimize_standins import MECHANICS, merged
 
     settings = OptimizeSettings.model_validate(merged(MECHANICS, overrides))  # the toy's five tasks: one pair decides
     llm = ScriptedLLM(fn=toy.respond)

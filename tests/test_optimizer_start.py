@@ -73,7 +73,7 @@ def test_stage2_searches_the_hand_made_choices(tmp_path, race_seeds) -> None:
     them (each a parameter), its best trial races the start on the pairs it was not chosen on (the training tasks
     at ``race_seeds`` engine seeds, less the screening pairs) and wins, and the stage's harness carries them."""
     from optimize.stage2 import run_stage2
-    from tests.test_optimize_units import SEED_PROMPTS, context
+    from tests.optimize_standins import SEED_PROMPTS, context
 
     def rule(params, prompts, task, agents, sr):
         return 0.2 + 0.8 * (sr.unguided_run and sr.combine_terms and "pow" in sr.operators)
@@ -142,7 +142,7 @@ def test_false_accept_rate_is_bounded_by_alpha() -> None:
 
 def test_the_gate_refuses_a_candidate_that_wins_one_validation_task(tmp_path) -> None:
     from optimize.freeze import run_freeze
-    from tests.test_optimize_units import PHRASE, context
+    from tests.optimize_standins import PHRASE, context
 
     def rule(params, prompts, task):  # the trained prompt wins one validation task, ties the rest
         return 1.0 if (PHRASE in prompts["planner"] and task.name == "v0") else 0.5
