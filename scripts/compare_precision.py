@@ -17,17 +17,18 @@ laws: what decides whether the options go on, before a confirmation at the solve
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import benchmarks
 from harness.core.candidates import Candidate, select
 from harness.core.context import AgentContext, evaluate_candidate
 from harness.core.expression import ExpressionError
 from harness.core.precision import polish
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling's matrix loader
+from diagnose_precision import load_matrix  # noqa: E402
 
 SPLITS = ("test_id", "test_ood")
 READINGS = (("acc_0.01", "acc_0.01 (95 %)"), ("acc_all_0.01", "every point"), ("acc_0.001", "acc_0.001 (95 %)"))
@@ -60,11 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="the polish's seconds per solve")
     parser.add_argument("--markdown", default=None, help="also write the table to this file")
     args = parser.parse_args(argv)
-    lines = Path(args.matrix).read_text(encoding="utf-8").splitlines()
-    header = json.loads(lines[0])["header"]
-    solves = [json.loads(line) for line in lines[1:] if line.strip() and json.loads(line).get("arm") == args.arm]
-    tasks = {t.name: t for t in benchmarks.load_suite("lsr_like", split="train", n_per_domain=header["per_domain"],
-                                                      seed=0, max_rows=1000)}
+    header, solves, tasks = load_matrix(args.matrix, args.arm)
     picks = []
     for record in solves:
         picks.append(arms_of(record, tasks[record["task"]], args.seconds))

@@ -39,6 +39,16 @@ from harness.core.precision import prune_terms, refit_relative, snap_constants  
 SPLITS = ("test_id", "test_ood")
 
 
+def load_matrix(path: str, arm: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """The outcome matrix's header, the solves of ``arm``, and its tasks rebuilt as the matrix loaded them."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])["header"]
+    solves = [r for r in (json.loads(line) for line in lines[1:] if line.strip()) if r.get("arm") == arm]
+    tasks = {t.name: t for t in benchmarks.load_suite("lsr_like", split="train", n_per_domain=header["per_domain"],
+                                                      seed=0, max_rows=1000)}
+    return header, solves, tasks
+
+
 def in_gap(metrics: dict[str, float]) -> bool:
     return metrics.get("acc_0.01", 0) >= 1 and (metrics.get("acc_0.001", 0) < 1 or metrics.get("acc_all_0.01", 0) < 1)
 
@@ -80,13 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arm", default="shipped", help="the matrix arm whose solves are diagnosed")
     parser.add_argument("--markdown", default=None, help="also write the tables to this file")
     args = parser.parse_args(argv)
-    lines = Path(args.matrix).read_text(encoding="utf-8").splitlines()
-    header = json.loads(lines[0])["header"]
-    rows = [json.loads(line) for line in lines[1:] if line.strip()]
-    tasks = {t.name: t for t in benchmarks.load_suite("lsr_like", split="train", n_per_domain=header["per_domain"],
-                                                      seed=0, max_rows=1000)}
+    header, solves, tasks = load_matrix(args.matrix, args.arm)
     verdicts: list[dict[str, Any]] = []
-    solves = [r for r in rows if r.get("arm") == args.arm]
     for record in solves:
         for split in SPLITS:
             if not in_gap((record.get("metrics") or {}).get(split, {})):

@@ -9,42 +9,18 @@ import math
 import pytest
 from pydantic import ValidationError
 
-import benchmarks
 from tests.doubles import ScriptedLLM, detect_role, scripted_role_output
 from workflows.params import (
     SRSettings,
     WorkflowParams,
     expected_solver_runs,
 )
+from tests.workflow_standins import TINY, scripted, workflow_task
 from workflows.runner import run_workflow
-
-TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15,
-        "unguided_run": False}  # the engine-only run is tested on its own
-
-# each value of each parameter at least once, plus combinations (u_ana, b, t_rep, t_dis, u_syn)
-SHAPES = [
-    (0, 1, 0, 0, 0),
-    (1, 1, 0, 0, 0),
-    (0, 1, 1, 0, 0),
-    (0, 1, 2, 0, 0),
-    (0, 1, 3, 0, 0),
-    (0, 2, 0, 0, 1),
-    (0, 2, 0, 1, 0),
-    (0, 2, 0, 2, 0),
-    (0, 3, 0, 0, 0),
-    (1, 4, 1, 0, 1),
-    (1, 2, 1, 1, 1),
-    (1, 5, 1, 0, 1),
-]
-
 
 @pytest.fixture(scope="module")
 def task():
-    return benchmarks.load_suite("synthetic", names=["chem_react_synth_00"], n_train=60, n_test=30, n_ood=30)[0]
-
-
-def scripted() -> ScriptedLLM:
-    return ScriptedLLM(fn=scripted_role_output)
+    return workflow_task()
 
 
 # -- guidance only widens the search ------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ import math
 import pytest
 from pydantic import ValidationError
 
-import benchmarks
 from harness.core.candidates import select_best
 from harness.llm import LLMError
 from tests.doubles import ScriptedLLM, detect_role, scripted_role_output
@@ -31,10 +30,8 @@ from workflows.roles import (
     salvage_truncated,
 )
 from harness.core.context import RunStatus
+from tests.workflow_standins import TINY, scripted, workflow_task
 from workflows.runner import run_workflow
-
-TINY = {"time_budget": 1, "population_size": 20, "generations": 3, "max_length": 15,
-        "unguided_run": False}  # the engine-only run is tested on its own
 
 # each value of each parameter at least once, plus combinations (u_ana, b, t_rep, t_dis, u_syn)
 SHAPES = [
@@ -55,11 +52,7 @@ SHAPES = [
 
 @pytest.fixture(scope="module")
 def task():
-    return benchmarks.load_suite("synthetic", names=["chem_react_synth_00"], n_train=60, n_test=30, n_ood=30)[0]
-
-
-def scripted() -> ScriptedLLM:
-    return ScriptedLLM(fn=scripted_role_output)
+    return workflow_task()
 
 
 # -- parameters -------------------------------------------------------------------------------------------------
