@@ -77,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smac-replays", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--screening", default="",
+                        help="stage 2's screening variants to replay beside the preset, as PAIRSxTOP items "
+                             "(e.g. 4x1,6x1,4x2): screening pairs and trials raced (each at alpha / TOP, as the stage races)")
     args = parser.parse_args(argv)
     started = time.time()
     matrix = OutcomeMatrix.load(args.matrix)
@@ -200,6 +203,15 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append((world_name, f"SMAC3 ({budget} executions)", m))
             except ImportError as exc:
                 lines.append(f"(SMAC3 not run: {exc}; pip install smac)")
+    for variant in filter(None, args.screening.split(",")):
+        screen, top = (int(x) for x in variant.split("x"))
+        v = Stage2Protocol(n_trials=after2.n_trials, n_startup=after2.n_startup, screen_tasks=screen, confirm_top=top,
+                           race=rule, max_pairs=after2.max_pairs, batch=after2.batch, screen_batch=after2.screen_batch)
+        for world_name, null, world_better in (("the matrix", False, better), ("null (arms permuted)", True, set())):
+            wrap = on_a_null if null else (lambda protocol: protocol)
+            r = stage2_rates(table, START, arms, tasks, seeds, n_train, wrap(stage2_race), args.stage2_replays,
+                             world_better, args.seed, p=v)
+            runs.append((world_name, f"racing, screened on {screen} pairs, the best {top} raced", r))
     for world_name, name, r in runs:
         lines.append(f"| {name} | {world_name} | {fmt(r.found) if world_name == 'the matrix' else '–'} | "
                      f"{fmt(r.wrong)} | {r.found.mean_executions:.1f} | {r.found.replays} |")

@@ -40,8 +40,10 @@ def _table(header: list[str], lines: list[list[str]]) -> str:
 
 
 def _source(rows: list[dict[str, Any]]) -> str:
-    row = rows[0]
-    return f"\nSource: `docs/data/results.jsonl` ({row['date']}; `{row['command']}`): {row['conditions']}.\n"
+    """One line per distinct (date, command, conditions) among the table's rows, in their order."""
+    seen = list(dict.fromkeys((r["date"], r["command"], r["conditions"]) for r in rows))
+    return "".join(f"\nSource: `docs/data/results.jsonl` ({date}; `{command}`): {conditions}.\n"
+                   for date, command, conditions in seen)
 
 
 def hard_suite() -> str:

@@ -32,9 +32,11 @@ import hashlib
 import json
 import logging
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import sympy
@@ -222,9 +224,11 @@ def _table_digest(path: Path) -> str:
 
 
 def transforms(path: str | os.PathLike | None = None, *, root: str | os.PathLike | None = None,
-               skipped: list[tuple[str, str]] | None = None, use_cache: bool = True) -> list[Transform]:
+               skipped: list[tuple[str, str]] | None = None, use_cache: bool = True,
+               workers: int | None = None) -> list[Transform]:
     """Every (equation, pivot) of the table that passes the recipe, in table order; the rest go to ``skipped``
-    as (``<Filename>:<pivot>``, reason). Cached per table digest and recipe version."""
+    as (``<Filename>:<pivot>``, reason). Cached per table digest and recipe version; computed by ``workers``
+    child processes (default: one per core, at most 4)."""
     file = Path(path) if path is not None else data_root(root) / "feynman" / "FeynmanEquations.csv"
     equations = read_equations(file)
     cache = cache_dir() / "lsr_transform" / f"v{RECIPE_VERSION}-{_table_digest(file)}.json"
@@ -233,18 +237,15 @@ def transforms(path: str | os.PathLike | None = None, *, root: str | os.PathLike
             data = json.loads(cache.read_text(encoding="utf-8"))
             if skipped is not None:
                 skipped.extend((a, b) for a, b in data["skipped"])
-            return [Transform(**{**t, "inputs": tuple(t["inputs"]), "sources": tuple(t["sources"])})
-                    for t in data["transforms"]]
+            return [_transform_from_json(t) for t in data["transforms"]]
         except (OSError, ValueError, KeyError, TypeError):
             log.warning("ignoring an unreadable LSR-Transform cache %s", cache)
     found, missed = [], []
-    for eq in equations:
-        for pivot in eq.variables:
-            result = transform(eq, pivot)
-            if isinstance(result, str):
-                missed.append((f"{eq.filename}:{pivot}", result))
-            else:
-                found.append(result)
+    for (eq, pivot), result in zip(_pairs(equations), _solve_all(file, equations, workers)):
+        if isinstance(result, str):
+            missed.append((f"{eq.filename}:{pivot}", result))
+        else:
+            found.append(result)
     if use_cache:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
@@ -256,6 +257,44 @@ def transforms(path: str | os.PathLike | None = None, *, root: str | os.PathLike
     if skipped is not None:
         skipped.extend(missed)
     return found
+
+
+def _pairs(equations: Sequence[Equation]) -> list[tuple[Equation, str]]:
+    return [(eq, pivot) for eq in equations for pivot in eq.variables]
+
+
+def _solve_all(file: Path, equations: Sequence[Equation], workers: int | None) -> list[Transform | str]:
+    """:func:`transform` of every (equation, pivot), in order. Several workers are plain children
+    (``python -m benchmarks.sources.lsr_transform FILE K N``, each the pairs ``i % N == K``, one JSON list on
+    stdout): a solve's 10 s timer is SIGALRM, which needs each solve in a main thread, and a plain child neither
+    re-imports the caller's ``__main__`` (spawn) nor copies its threads (fork)."""
+    pairs = _pairs(equations)
+    n = max(1, min(workers or min(os.cpu_count() or 1, 4), len(pairs)))
+    if n == 1:
+        return [transform(eq, pivot) for eq, pivot in pairs]
+    procs = [subprocess.Popen([sys.executable, "-m", __name__, str(file), str(k), str(n)], stdout=subprocess.PIPE,
+                              text=True) for k in range(n)]
+    results: list[Transform | str | None] = [None] * len(pairs)
+    for k, proc in enumerate(procs):
+        out, _ = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"an LSR-Transform worker failed (exit {proc.returncode}); run with workers=1 to see why")
+        for i, item in zip(range(k, len(pairs), n), json.loads(out)):
+            results[i] = item if isinstance(item, str) else _transform_from_json(item)
+    return results  # type: ignore[return-value]
+
+
+def _transform_from_json(item: dict[str, Any]) -> Transform:
+    return Transform(**{**item, "inputs": tuple(item["inputs"]), "sources": tuple(item["sources"])})
+
+
+def _worker(argv: Sequence[str]) -> None:
+    file, k, n = Path(argv[0]), int(argv[1]), int(argv[2])
+    out = os.fdopen(os.dup(1), "w")  # the answer's channel; anything printed on the way goes to stderr
+    os.dup2(2, 1)
+    results = [transform(eq, pivot) for eq, pivot in _pairs(read_equations(file))[k::n]]
+    json.dump([r if isinstance(r, str) else r.__dict__ for r in results], out)
+    out.close()
 
 
 def _refined(eq: Equation, tr: Transform, ranges: Sequence[tuple[float, float]], n: int,
@@ -350,3 +389,7 @@ def load_lsr_transform(path: str | os.PathLike | None = None, *, split: str = "a
             if skipped is not None:
                 skipped.append((tr.task_name, str(exc)))
     return tasks
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1:])
