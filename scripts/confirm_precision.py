@@ -61,10 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="train", choices=("train", "test", "all"))
     parser.add_argument("--n-per-domain", type=int, default=2)
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--llm-sr", default="", help="the LLM-SR data folder, when the solves include its problems")
     parser.add_argument("--markdown", default=None)
     args = parser.parse_args(argv)
     tasks = {t.name: t for t in load_tasks(argparse.Namespace(
-        suite=args.suite, option=args.option, n_per_domain=args.n_per_domain, split=args.split, llm_sr="",
+        suite=args.suite, option=args.option, n_per_domain=args.n_per_domain, split=args.split, llm_sr=args.llm_sr,
         sample=0, tasks=None))}
     rows = []
     for folder in map(Path, args.folders):

@@ -32,7 +32,8 @@ def test_default_is_our_prompts_and_baseline_workflow() -> None:
     h = FrozenHarness.default()
     assert h.workflow.as_tuple() == (0, 1, 0, 0, 0)  # Planner -> one SR run (chosen on training templates)
     assert h.sr_settings.unguided_run is True  # ... beside the engine's own unguided run
-    assert h.sr_settings.time_budget == 60.0 and h.sr_settings.selection == "accuracy"
+    assert h.sr_settings.time_budget == 60.0 and h.sr_settings.selection == "ladder"  # exact laws first ...
+    assert h.sr_settings.precision_polish is True  # ... and the best few polished (docs/decisions.md)
     assert h.backend == "operon" and h.schema_version == SCHEMA_VERSION
     assert h.prompts == default_prompts() and set(h.prompts) == set(ROLE_NAMES)
     assert h.digest.startswith("sha256:") and h.digest == h.compute_digest()
@@ -205,12 +206,22 @@ def test_a_file_from_before_a_new_setting_still_loads(tmp_path) -> None:
 def test_an_option_added_later_leaves_the_identity_of_harnesses_before_it_alone() -> None:
     """SRSettings.NEUTRAL: a later option at its neutral value is not part of a harness's identity, so the caches
     and frozen files of harnesses made before it keep their digest; set, it is part of it."""
-    from workflows.harness import shipped_harness
+    from workflows.harness import Harness, shipped_harness
     from workflows.params import SRSettings
 
-    h = shipped_harness()
+    h = shipped_harness().with_sr_settings(**SRSettings.NEUTRAL)  # a harness from before the options
     assert set(SRSettings.NEUTRAL) <= set(SRSettings.model_fields)
     assert not set(SRSettings.NEUTRAL) & set(h.identity()["sr_settings"])
     for name, neutral in SRSettings.NEUTRAL.items():
         changed = h.with_sr_settings(**{name: not neutral if isinstance(neutral, bool) else neutral + 1})
         assert changed.identity_digest != h.identity_digest
+    # stored before the options existed (the keys missing): loaded at the neutral values, whatever today's default,
+    # so it behaves as it did and its digest still matches its seal
+    old = h.to_dict()
+    stored_digest = old.pop("digest")
+    for name in SRSettings.NEUTRAL:
+        del old["sr_settings"][name]
+    loaded = Harness.from_dict(old)
+    assert all(getattr(loaded.sr_settings, k) == v for k, v in SRSettings.NEUTRAL.items())
+    assert loaded.identity_digest == stored_digest
+    assert any(getattr(SRSettings(), k) != v for k, v in SRSettings.NEUTRAL.items())  # today's default differs

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.core.candidates import Candidate, select_best
+from harness.core.candidates import Candidate, ladder_key, select_best
 from tests.workflow_standins import TINY, scripted, workflow_task
 from workflows.runner import run_workflow
 
@@ -31,11 +31,15 @@ def test_selection_is_validation_best_then_simpler() -> None:
     assert select_best([_cand("d", math.inf, 1)]) is None
 
 
-def test_workflow_selects_validation_best_over_all_branches(task) -> None:
-    result = run_workflow(task, (0, 3, 0, 0, 0), None, scripted(), sr_settings=TINY)
+def test_workflow_selects_over_all_branches_by_its_rule(task) -> None:
+    result = run_workflow(task, (0, 3, 0, 0, 0), None, scripted(), sr_settings={**TINY, "selection": "accuracy"})
     best_valid = min(c.metric("valid") for c in result.candidates)
     assert result.best.metric("valid") == best_valid
     assert result.front and result.front[-1].metric("valid") == best_valid
+    # the shipped rule, the precision ladder: the pick is the ladder's first over every branch's candidates
+    laddered = run_workflow(task, (0, 3, 0, 0, 0), None, scripted(), sr_settings={**TINY, "selection": "ladder"})
+    usable = [c for c in laddered.candidates if math.isfinite(c.metric("valid"))]
+    assert laddered.best.equation == min(usable, key=ladder_key).equation
 
 
 def test_parsimony_selection_prefers_the_simpler_near_best(task) -> None:

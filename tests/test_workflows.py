@@ -9,7 +9,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from harness.core.candidates import select_best
+from harness.core.candidates import select
 from harness.llm import LLMError
 from tests.doubles import ScriptedLLM, detect_role, scripted_role_output
 from workflows.params import (
@@ -83,7 +83,8 @@ def test_shape_runs_with_exact_counts(task, shape, tmp_path) -> None:
     assert result.llm_calls == expected_llm_calls(params) == len(llm.requests)
     assert result.solver_runs == expected_solver_runs(params)
     assert result.best is not None and math.isfinite(result.best.metric("valid"))
-    assert result.best is select_best(result.candidates) or result.best.equation == select_best(result.candidates).equation
+    rule = SRSettings.coerce(TINY).selection  # the shipped rule: the precision ladder
+    assert result.best.equation == select(result.candidates, rule).equation
 
     kinds: dict[str, int] = {}
     for node in result.state.nodes:

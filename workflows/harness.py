@@ -71,7 +71,10 @@ class Harness(BaseModel):
     @classmethod
     def _sr_settings(cls, v: Any) -> SRSettings:
         """Typed here; dumped in full (defaults written out) into files and identities, so a later change of
-        defaults cannot change a stored harness."""
+        defaults cannot change a stored harness. A stored harness that predates an option (the key is missing)
+        gets its neutral value (``SRSettings.NEUTRAL``), not today's default: it keeps its behaviour and digest."""
+        if isinstance(v, Mapping):
+            v = {**{k: n for k, n in SRSettings.NEUTRAL.items() if k not in v}, **v}
         return SRSettings.coerce(v)
 
     @field_validator("role_agents", mode="before")

@@ -128,7 +128,7 @@ class SRSettings(EngineSettings):
     hypothesis_max_nmse: float = Field(1.0, gt=0, description="A hypothesis whose validation NMSE is above this "
                                        "(1 = no better than the mean) is dropped, with a note the next role reads.")
     selection: Literal["accuracy", "parsimony", "extrapolation", "ladder"] = Field(
-        "accuracy", description="How the final equation is picked: lowest validation NMSE (ties: simpler); the "
+        "ladder", description="How the final equation is picked: lowest validation NMSE (ties: simpler); the "
         "simplest within a factor 1 + `selection_tolerance` of it; among those, the one whose constants refitted "
         "on the inner rows best predict the most extreme rows; or the precision ladder (most validation points "
         "within 1 %, then 0.1 %, then error, then simplicity: harness.core.candidates.ladder_key).")
@@ -164,7 +164,7 @@ class SRSettings(EngineSettings):
                                     "sines at the target's frequencies and the forms of a signed state; the best "
                                     "joins the pool when it beats its best by the combination's factor (only for a "
                                     "task with an input of both signs; docs/oscillators.md).")
-    precision_polish: bool = Field(False, description="After the last SR run, the pool's best few are refitted on "
+    precision_polish: bool = Field(True, description="After the last SR run, the pool's best few are refitted on "
                                    "relative error, pruned of terms that carry nothing and their constants snapped "
                                    "to simple values (harness.core.precision); the results join the pool.")
     term_library: dict[str, list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_TERM_CHARS)]]] = \
@@ -172,9 +172,10 @@ class SRSettings(EngineSettings):
               "in that field, fitted like hypotheses before the first SR run; good fits join the pool and every term "
               "reaches the combination (empty = off).")
 
-    # Fields added after harnesses were frozen, with the value at which they change nothing: at that value they are
-    # left out of a harness's identity (workflows.identity), so a new option never changes the identity, the
-    # caches or the frozen files of the harnesses that came before it.
+    # Fields added after harnesses were frozen, with the value at which they change nothing (what a harness that
+    # predates them does, whatever today's default): at that value they are left out of a harness's identity
+    # (workflows.identity), and a stored harness without the key gets it (Harness._sr_settings), so a new option
+    # never changes the identity, the caches or the behaviour of the harnesses that came before it.
     NEUTRAL: ClassVar[dict[str, Any]] = {"precision_polish": False}
 
     @field_validator("term_library")
