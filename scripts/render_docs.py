@@ -57,12 +57,28 @@ def hard_suite() -> str:
 
 
 def hard_suite_readme() -> str:
-    rows = [r for r in results("hard_suite") if r.get("readme_arm")]
-    lines = [[r["readme_arm"], pair(r["acc_0.01"], r.get("highlight")), pair(r["acc_all_0.01"], r.get("highlight")),
+    """The README's table: the rows of the hard-suite and precision tables that name a README arm, with their seeds."""
+    rows = [r for r in results("hard_suite") + results("precision_test") if r.get("readme_arm")]
+    lines = [[r["readme_arm"], r["seeds"], pair(r["acc_0.01"], r.get("highlight")),
+              pair(r["acc_all_0.01"], r.get("highlight")), pair(r["acc_0.001"], r.get("highlight")),
               f"**{r['sa']:.3f}**" if r.get("highlight") else f"{r['sa']:.3f}", str(r["seconds_per_task"])]
              for r in rows]
-    return _table(["arm", "acc_0.01 ID / OOD (95 %)", "acc_0.01 ID / OOD (every point)", "symbolic accuracy",
-                   "s / task"], lines)
+    return _table(["arm", "seeds (date)", "acc_0.01 ID / OOD (95 %)", "acc_0.01 ID / OOD (every point)",
+                   "acc_0.001 ID / OOD (95 %)", "symbolic accuracy", "s / task"], lines)
+
+
+def precision(table: str) -> Callable[[], str]:
+    """A before / after table of the precision polish and the ladder, paired in-solve (scripts/confirm_precision.py)."""
+    def render() -> str:
+        rows = results(table)
+        lines = [[f"**{r['arm']}**" if r.get("highlight") else r["arm"], pair(r["acc_0.01"], r.get("highlight")),
+                  pair(r["acc_all_0.01"], r.get("highlight")), pair(r["acc_0.001"], r.get("highlight")),
+                  f"{r['sa']:.3f}", str(r["seconds_per_task"]), r.get("paired") or "–"] for r in rows]
+        return _table(["arm", "acc_0.01 ID / OOD (95 %)", "acc_0.01 ID / OOD (every point)",
+                       "acc_0.001 ID / OOD (95 %)", "symbolic accuracy", "median s / solve",
+                       "paired vs before, (solve, split): 95 % / every point / acc_0.001; SA per solve (W / T / L)"],
+                      lines) + _source(rows)
+    return render
 
 
 def oscillators() -> str:
@@ -132,7 +148,8 @@ def llm_options() -> str:
 RENDERERS: dict[str, Callable[[], str]] = {
     "hard-suite": hard_suite, "hard-suite-readme": hard_suite_readme, "oscillators-sparse": oscillators,
     "table5": table5, "sr-options": sr_options, "llm-options": llm_options,
-    "optimize-options": optimize_options,
+    "optimize-options": optimize_options, "precision-training": precision("precision_training"),
+    "precision-test": precision("precision_test"),
 }
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 

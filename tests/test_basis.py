@@ -68,7 +68,7 @@ def test_the_sparse_channel_brings_an_exact_law_the_engine_missed(oscillator) ->
     from workflows.runner import run_workflow
 
     tiny = {"time_budget": 1, "population_size": 20, "generations": 2, "max_length": 10, "unguided_run": False,
-            "combine_terms": False}
+            "combine_terms": False, "precision_polish": False}  # the sparse channel's own pick, not its polish
     off = run_workflow(oscillator, (0, 1, 0, 0, 0), None, ScriptedLLM(fn=scripted_role_output),
                        sr_settings={**tiny, "sparse_regression": False})
     on = run_workflow(oscillator, (0, 1, 0, 0, 0), None, ScriptedLLM(fn=scripted_role_output),

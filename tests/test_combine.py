@@ -92,7 +92,8 @@ def test_a_workflow_combines_the_terms_of_a_hypothesis_too_poor_alone(task, tmp_
 
     settings = {"time_budget": 1, "population_size": 20, "generations": 2, "max_length": 5,
                 "operators": ["add", "sub", "mul"], "hypothesis_max_nmse": 0.005, "combine_terms": True,
-                "unguided_run": False, "sparse_regression": False}
+                "unguided_run": False, "sparse_regression": False,
+                "precision_polish": False}  # the combination's own pick, not its polish
     result = run_workflow(task, (0, 1, 0, 0, 0), None, ScriptedLLM(fn=planner), sr_settings=settings,
                           run_dir=tmp_path)
     sr = next(n for n in result.state.nodes if n.kind == "sr")

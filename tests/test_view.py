@@ -40,9 +40,10 @@ def test_solve_view_has_the_task_equation_metrics_and_tree(solve_run: Path) -> N
     page = render(solve_run)
     _no_external_resources(page)
     nodes = [json.loads(line) for line in (solve_run / "nodes.jsonl").read_text().splitlines()]
-    # the unguided sr run, planner, sr, diagnoser, repairer, sr, combine
-    assert page.count("class='node'") == len(nodes) == 7
-    assert [n["kind"] for n in nodes][-1] == "combine" and "data-kind='combine'" in page
+    # the unguided sr run, planner, sr, diagnoser, repairer, sr, combine, the precision polish (a combine node)
+    assert page.count("class='node'") == len(nodes) == 8
+    assert [n["kind"] for n in nodes][-2:] == ["combine", "combine"] and "data-kind='combine'" in page
+    assert nodes[-1]["info"]["channel"] == "precision polish"
     result = json.loads((solve_run / "result.json").read_text())
     assert "<math" in page and result["expression"] in page.replace("&#x27;", "'")
     assert "id='metrics'" in page and "test_ood" in page and "data:image/png;base64," in page
