@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-per-domain", type=int, default=2)
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--llm-sr", default="", help="the LLM-SR data folder, when the solves include its problems")
+    parser.add_argument("--tasks", nargs="*", help="only these tasks (names, or a prefix ending in *)")
     parser.add_argument("--markdown", default=None)
     args = parser.parse_args(argv)
     tasks = {t.name: t for t in load_tasks(argparse.Namespace(
@@ -72,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         for line in (folder / "results.jsonl").read_text(encoding="utf-8").splitlines():
             rec = json.loads(line)
             if rec.get("arm") != "harness" or rec["task"] not in tasks:
+                continue
+            if args.tasks and not any(rec["task"] == n or (n.endswith("*") and rec["task"].startswith(n[:-1]))
+                                      for n in args.tasks):
                 continue
             task, before = tasks[rec["task"]], before_pick(rec.get("pool") or [])
             match = task_symbolic_match(task, before.equation) if before is not None else None

@@ -149,7 +149,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "hard-suite": hard_suite, "hard-suite-readme": hard_suite_readme, "oscillators-sparse": oscillators,
     "table5": table5, "sr-options": sr_options, "llm-options": llm_options,
     "optimize-options": optimize_options, "precision-training": precision("precision_training"),
-    "precision-test": precision("precision_test"),
+    "precision-test": precision("precision_test"), "precision-oscillators": precision("precision_oscillators"),
 }
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
