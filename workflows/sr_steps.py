@@ -333,11 +333,12 @@ class SRSteps(WorkflowRun):
     def polish(self) -> None:
         """The pool's best few refitted on relative error, pruned and their constants snapped
         (``harness.core.precision``; ``SRSettings.precision_polish``): what they become joins the pool and the
-        selection decides. A sixth of one SR run's seconds, 1 to 10 s, within what the run has left."""
+        selection decides. A sixth of one SR run's seconds (10 s at the solve's 60 s, 2.5 s at `small`'s 15 s
+        training runs, at least 0.25 s), within what the run has left."""
         left = self.tracker.seconds_left()
         if left is not None and left <= 0.5:
             return
-        seconds = min(PRECISION_SECONDS, max(1.0, self.settings.time_budget / 6))
+        seconds = min(PRECISION_SECONDS, max(0.25, self.settings.time_budget / 6))
         if left is not None:
             seconds = min(seconds, left - 0.5)
         t0, deadline = time.perf_counter(), time.monotonic() + seconds
