@@ -50,6 +50,10 @@ def polish_seconds(run_dir: Path) -> float:
                if (r.get("info") or {}).get("channel") == "precision polish")
 
 
+def wins_ties_losses(diffs: list[float]) -> str:
+    return f"{sum(d > 0 for d in diffs)}/{sum(d == 0 for d in diffs)}/{sum(d < 0 for d in diffs)}"
+
+
 def value(metrics: dict[str, Any], split: str, key: str) -> float:
     return float((metrics.get(split) or {}).get(key) or 0.0)
 
@@ -100,10 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         secs = median(r[arm]["seconds"] for r in rows) if rows else 0.0
         paired = []
         for key, _ in READINGS:
-            d = [value(r[arm]["metrics"], s, key) - value(r["before"]["metrics"], s, key) for r in rows for s in SPLITS]
-            paired.append(f"{sum(x > 0 for x in d)}/{sum(x == 0 for x in d)}/{sum(x < 0 for x in d)}")
-        d = [r[arm]["sa"] - r["before"]["sa"] for r in rows]
-        paired.append(f"{sum(x > 0 for x in d)}/{sum(x == 0 for x in d)}/{sum(x < 0 for x in d)}")
+            paired.append(wins_ties_losses([value(r[arm]["metrics"], s, key) - value(r["before"]["metrics"], s, key)
+                                            for r in rows for s in SPLITS]))
+        paired.append(wins_ties_losses([r[arm]["sa"] - r["before"]["sa"] for r in rows]))
         out.append(f"| {arm} | " + " | ".join(cells) + f" | {sa:.3f} | {secs:.1f} | " + ", ".join(paired) + " |")
     out += ["", "Per solve (acc_0.001 ID/OOD before -> after): " + "; ".join(
         f"{r['task']} s{r['seed']} {value(r['before']['metrics'], 'test_id', 'acc_0.001'):.0f}/"
