@@ -44,13 +44,12 @@ def instruction_first(messages: list[dict[str, str]], instruction: str) -> list[
 
 def kernel_table(model: str | None) -> None:
     """Each kernel path in a child process (a crash is a row, not the end of this script), every core."""
-    import os
-
+    from harness.core.resources import usable_cpus
     from harness.llm import cpu_kernels
     from harness.llm.models import embedded_model_path
 
     path = embedded_model_path(model)
-    threads = max(1, min(8, os.cpu_count() or 1))
+    threads = max(1, min(8, usable_cpus()))
     cpu = cpu_kernels.cpu_description()
     print(f"CPU {cpu['model']}; flags {', '.join(cpu_kernels.notable_flags(cpu))}; "
           f"llama-cpp-python {cpu_kernels.build_description()['version']}; {threads} threads")

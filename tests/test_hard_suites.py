@@ -180,6 +180,7 @@ def transform_cache(tmp_path_factory):
         yield folder
 
 
+@pytest.mark.slow
 @needs_feynman
 def test_lsr_transform_has_over_100_tasks_whose_truths_reproduce_the_data(transform_cache):
     skipped: list = []
@@ -244,6 +245,7 @@ def test_lsr_transform_skips_what_it_cannot_transform_with_a_reason(tmp_path):
     assert "branch" in skipped[0][1]
 
 
+@pytest.mark.slow  # with the table test, on one worker: alone it solves the whole table again
 @needs_feynman
 def test_lsr_transform_splits_halve_the_equations(transform_cache):
     train = load_suite("lsr_transform", split="train", n=10, n_train=50, n_test=10, n_ood=10)

@@ -3,6 +3,7 @@ threads, and the same model behind llama.cpp's OpenAI-compatible server."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -204,6 +205,21 @@ def test_the_embedded_model_waits_longer_than_a_server_unless_told():
 
     assert LocalLlamaClient(LLMConfig(provider="local")).timeout_s == LOCAL_TIMEOUT_S > LLMConfig().timeout_s
     assert LocalLlamaClient(LLMConfig(provider="local", timeout_s=7)).timeout_s == 7.0
+
+
+def test_the_embedded_model_takes_the_cores_the_process_may_use_not_the_machines():
+    """Pinned to one core (taskset, a SLURM task, a pytest-xdist worker), the model loads one thread: two threads on
+    one core wait on each other at every layer."""
+    code = ("from harness.llm import LLMConfig; from harness.llm.local_client import LocalLlamaClient; "
+            "print(LocalLlamaClient(LLMConfig(provider='local')).max_threads())")
+    core = min(os.sched_getaffinity(0))
+    one_core = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              preexec_fn=lambda: os.sched_setaffinity(0, {core}))
+    assert one_core.stdout.split() == ["1"]
+    from harness.core.resources import usable_cpus
+    from harness.llm.local_client import LocalLlamaClient
+
+    assert LocalLlamaClient(LLMConfig(provider="local")).max_threads() == min(8, usable_cpus())
 
 
 def test_a_provider_is_checked_before_anything_is_imported(tmp_path, monkeypatch) -> None:

@@ -82,6 +82,7 @@ def paid_runs(run_dir: Path) -> list[tuple[str, str, int]]:
     return [(x["digest"], x["task"], x["seed"]) for x in lines if not x["cached"]]
 
 
+@pytest.mark.slow
 def test_stage2_killed_with_sigkill_resumes_without_redoing_trials(tmp_path):
     run_dir = tmp_path / "run"
     args = ["stage=search", *TINY, "llm.extra.fn=tests.doubles:respond_slow", "optimize.stage2.n_trials=4",

@@ -168,10 +168,11 @@ def test_every_script_is_in_the_scripts_page() -> None:
 
 def test_the_test_command_is_the_one_ci_runs() -> None:
     commands = [" ".join(c) for c in readme_commands(README.read_text(encoding="utf-8"))]
-    assert "python -m pytest -q" in commands
+    suite = [c for c in commands if c.startswith("python -m pytest")]
+    assert suite == ["python -m pytest -q -n 2"]  # two workers, each pinned to a core (tests/conftest.py)
     assert "pip install -e .[test]" in commands and "python -m optimize stage=all" in commands
-    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert "-m pytest -q" in ci and 'pip install -q -e ".[test]"' in ci
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert "python3" + suite[0].removeprefix("python") in ci and 'python3 -m pip install -q -e ".[test]"' in ci
 
 
 @pytest.mark.parametrize("words", readme_commands(README.read_text(encoding="utf-8")), ids=" ".join)

@@ -120,6 +120,7 @@ def test_cli_solve_reports_bad_input(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "schema_version" in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.llm
 def test_cli_solve_with_the_embedded_model_gets_a_parsed_plan_and_a_solution(tmp_path: Path) -> None:
     """`python -m harness solve harness=default` end to end with the default embedded model (Qwen2.5-Coder-1.5B via

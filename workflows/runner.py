@@ -11,7 +11,6 @@ An SR run that follows a plan already paid for ignores the LLM budget (the plan 
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +21,7 @@ from typing import Any, Callable, Sequence
 from harness.sr.settings import DEFAULT_BACKEND
 from harness.core.candidates import Candidate
 from harness.core.context import Budget, BudgetTracker, RunStatus
+from harness.core.resources import usable_cpus
 from harness.runtime.interaction import RunControl
 from harness.runtime.role_agent import RoleAgentConfig
 from harness.runtime.state import SearchRunState
@@ -60,7 +60,7 @@ class WorkflowResult:
 
 def default_max_workers() -> int:
     """Concurrent SR runs: 1 on small machines (each engine run wants a core), up to 4 on big ones."""
-    return max(1, min(4, (os.cpu_count() or 1) // 4))
+    return max(1, min(4, usable_cpus() // 4))
 
 
 def _coerce_budget(budget: Budget | BudgetTracker | dict[str, Any] | None) -> BudgetTracker:

@@ -45,6 +45,7 @@ from benchmarks.sources._io import data_root
 from benchmarks.sources.feynman import Equation, read_equations
 from harness.core.expression import ExpressionError, _run_with_timeout, parse_expression
 from harness.core.paths import cache_dir
+from harness.core.resources import usable_cpus
 from harness.core.task import Split, Task, TaskError, safe_identifier
 
 log = logging.getLogger(__name__)
@@ -269,7 +270,7 @@ def _solve_all(file: Path, equations: Sequence[Equation], workers: int | None) -
     stdout): a solve's 10 s timer is SIGALRM, which needs each solve in a main thread, and a plain child neither
     re-imports the caller's ``__main__`` (spawn) nor copies its threads (fork)."""
     pairs = _pairs(equations)
-    n = max(1, min(workers or min(os.cpu_count() or 1, 4), len(pairs)))
+    n = max(1, min(workers or min(usable_cpus(), 4), len(pairs)))
     if n == 1:
         return [transform(eq, pivot) for eq, pivot in pairs]
     procs = [subprocess.Popen([sys.executable, "-m", __name__, str(file), str(k), str(n)], stdout=subprocess.PIPE,

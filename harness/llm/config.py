@@ -46,8 +46,8 @@ tests plug their scripted double in this way). ``api_key_env`` names the environ
     timeout_s: float = Field(60.0, description="Seconds per attempt; the embedded model waits 300 s unless set.")
     max_retries: int = Field(3, ge=0, description="Retries of a transient server error (network clients).")
     backoff_s: float = Field(0.5, ge=0.0, description="First wait before a retry (exponential, with jitter).")
-    n_threads: int | None = Field(None, ge=1, description="local: threads (unset: every core while no SR engine "
-                                  "runs, else one less).")
+    n_threads: int | None = Field(None, ge=1, description="local: threads (unset: every core the process may "
+                                  "use, its CPU affinity, while no SR engine runs, else one less).")
     n_ctx: int = Field(4096, ge=256, description="local / vllm: the context length.")
     model_path: str | None = Field(None, description="local: any GGUF file instead of an embedded model.")
     cpu_kernels: Literal["auto", "fast", "portable"] = Field(

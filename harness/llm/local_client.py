@@ -33,7 +33,7 @@ from typing import Any
 
 import jsonschema
 
-from harness.core.resources import engine_runs_active
+from harness.core.resources import engine_runs_active, usable_cpus
 from harness.llm.base import (
     CompletionRequest,
     LLMClient,
@@ -150,8 +150,8 @@ class LocalLlamaClient(LLMClient):
         return load_llama(self.model_path, self.config.n_ctx, self.max_threads(), self.config.cpu_kernels)
 
     def max_threads(self) -> int:
-        """Threads the model is loaded with: every core (at most 8); each call then uses ``threads_now()``."""
-        return max(1, min(8, os.cpu_count() or 1), int(self.config.n_threads or 1))
+        """Threads the model is loaded with: every usable core (at most 8); each call then uses ``threads_now()``."""
+        return max(1, min(8, usable_cpus()), int(self.config.n_threads or 1))
 
     def threads_now(self) -> int:
         """Threads for the next generation: ``n_threads`` when set, else every core less one per running engine."""
