@@ -1,7 +1,8 @@
 """Benchmark suites as lists of validated :class:`harness.core.task.Task`.
 
-``load_suite(name, **options)`` is the one entry point (contract): ``synthetic`` (built in, default), ``lsr_like``
-(LSR-Synth's recipe with our own laws: the optimizer's hard suite), ``lsr_transform``, ``llm_sr``, ``lsr_synth``,
+``load_suite(name, **options)`` is the one entry point (contract): ``synthetic`` (built in, default),
+``lsr_synth_laws`` (LSR-Synth regenerated from its own laws: the optimizer's tasks), ``lsr_like`` (LSR-Synth's
+recipe with our own laws, built in), ``lsr_transform``, ``llm_sr``, ``lsr_synth`` (the benchmark's HDF5 file),
 ``feynman``, ``csv`` (a user's own CSV/Parquet table) and ``folder`` (tasks in the LLM-SR layout, e.g. written by
 ``python -m benchmarks export``). Options may be given as strings (CLI ``key=value``, config
 files) and are converted using each suite's option table, so every caller gets the same checks and messages.
@@ -61,6 +62,12 @@ def _lsr_synth(**kw: Any) -> list[Task]:
     from benchmarks.sources.lsr_synth import load_lsr_synth
 
     return load_lsr_synth(**kw)
+
+
+def _lsr_synth_laws(**kw: Any) -> list[Task]:
+    from benchmarks.sources.lsr_synth_laws import load_lsr_synth_laws
+
+    return load_lsr_synth_laws(**kw)
 
 
 def _feynman(**kw: Any) -> list[Task]:
@@ -143,6 +150,16 @@ SUITES: dict[str, Suite] = {
             "download": ("bool", "fetch nnheui/llm-srbench from the hub when nothing is local (default true)"),
             "names": ("list", "task names, e.g. PO0 or phys_osc/PO0"),
             "domains": ("list", "bio_pop_growth, chem_react, matsci, phys_osc"),
+            **_ROOT,
+        }),
+        Suite("lsr_synth_laws", _lsr_synth_laws, "LSR-Synth regenerated from its own laws (109 of its 129 ground "
+              "truths, the benchmark's recipe and problem names; a fixed train / validation / held-out split)", {
+            "split": ("str", "all | train | validation | heldout (the fixed split: 57 / 12 / 40 laws) | other"),
+            "n_per_domain": ("int", "the first n laws of each domain in the split's own (random) order"),
+            "domains": ("list", "bio_pop_growth, chem_react, matsci, phys_osc (or biology, chemistry, ...)"),
+            "names": ("list", "exact problems, e.g. PO0, CRK12"),
+            "split_seed": ("int", "seed of the train / test_id partition of the first 4500 rows (default 0)"),
+            "path": ("str", "the laws file (default <root>/lsr-synth-laws/laws.csv)"),
             **_ROOT,
         }),
         Suite("feynman", _feynman, "AI Feynman equations, inputs sampled in the table's ranges", {

@@ -5,12 +5,15 @@ Three stages, each resumable on one run folder, then freeze:
 1. ``stage1.run_stage1`` — role-prompt initialisation: seed + prompt-engineer rewrites per role group, scored in
    the group's small local workflow; the top texts form the prompt pool.
 2. ``stage2.run_stage2`` — Optuna (seeded TPE) over workflow w = (u_ana, b, t_rep, t_dis, u_syn) x pooled prompt
-   index per role (``space=full``, or ``fixed_pool``), objective mean acc_0.01 on a training minibatch with LLM
-   calls as tie-break; then a short adaptation of the chosen prompts.
-3. ``stage3.run_stage3`` — reflective refinement (GEPA-style Pareto set over held-out training tasks) from SR
-   diagnostics (or raw traces); one role's instruction at a time.
-4. ``freeze.run_freeze`` — every stage harness scored on training and held-out tasks; ``harness.json``
-   (``harness.app.artifact.FrozenHarness``) with provenance; ``report.write_report`` writes ``report.md`` + plots.
+   index per role (``space=full``, or ``fixed_pool``) x role agents x SR choices; each trial screened against the
+   start on a training minibatch (its gain in ``optimize.metric``, less a penalty per LLM call); the best that
+   gained race the start; then a short adaptation of the chosen prompts.
+3. ``stage3.run_stage3`` — reflective refinement from SR diagnostics (or raw traces): parents drawn from a
+   GEPA-style Pareto set over a held-out slice of the training tasks, one role's instruction at a time; a child is
+   kept only when it wins a race against its parent.
+4. ``freeze.run_freeze`` — the stages' pick races the shipped default on the validation tasks (the gate) and the
+   winner is saved as ``harness.json`` (``harness.app.artifact.FrozenHarness``) with provenance; the held-out
+   curve is scored for the report; ``report.write_report`` writes ``report.md`` + plots.
 
 Every (harness digest, task, seed) is evaluated once (``evaluation.Evaluator`` + ``cache.EvalCache``), so no
 solver execution is repeated across stages or after a resume. CLI: ``python -m optimize`` (Hydra, conf/optimize.yaml).

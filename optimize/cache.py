@@ -51,7 +51,7 @@ def _loads(text: str) -> Any:
 
 
 class EvalCache:
-    """Thread-safe SQLite store of evaluation records (plain dicts; see ``optimize.evaluation.EvalRecord``)."""
+    """Thread-safe SQLite store of evaluation records (plain dicts; see ``optimize.records.EvalRecord``)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -120,7 +120,7 @@ class EvalCache:
             for stage, n, s, c, t in rows
         }
 
-    # -- SR runs no role influences (workflows.sr_steps.SharedRuns): made once, read by every harness -------------
+    # -- SR runs no role influences (workflows.run_core.SharedRuns): made once, read by every harness -------------
     def get_shared(self, key: str) -> dict[str, Any] | None:
         with self._lock:
             row = self._conn.execute("SELECT value FROM shared_runs WHERE key=?", (key,)).fetchone()
@@ -145,7 +145,7 @@ class EvalCache:
 
 
 class SharedRunStore:
-    """The cache's shared runs as a ``workflows.sr_steps.SharedRuns`` store; counts its hits (the runs not paid
+    """The cache's shared runs as a ``workflows.run_core.SharedRuns`` store; counts its hits (the runs not paid
     again) for the report."""
 
     def __init__(self, cache: EvalCache):

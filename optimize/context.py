@@ -38,7 +38,7 @@ class OptimizeContext:
     default: Harness  # the shipped default with the same model and engine: the gate's and the report's reference
     seed: int = 0
     llm_config: dict[str, Any] = field(default_factory=dict)
-    reflection_llm: Any = None  # stage-1 rewrites and stage-3 reflection; None = ``llm``
+    reflection_llm: Any = None  # stage-1 and stage-2-adaptation rewrites, stage-3 reflection; None = ``llm``
     reflection_config: dict[str, Any] | None = None
     backend_config: dict[str, Any] = field(default_factory=dict)
     benchmark_config: dict[str, Any] = field(default_factory=dict)

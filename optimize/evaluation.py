@@ -1,8 +1,9 @@
 """Cached scoring of a harness configuration on tasks x seeds, with the cost accounting the paper reports.
 
-Score of one (harness, task, seed) = acc_0.01 of the run's selected candidate on the task's ``test_id`` split, or
-the mean over several splits (``score_split="test_id+test_ood"``) (the training objective; held-out tasks are scored
-the same way, but only for the report). A task-set score is the
+Score of one (harness, task, seed) = ``optimize.metric`` (acc_0.01, or log_nmse = -log10 NMSE, the quick and
+small presets') of the run's selected candidate on ``score_split`` (one split, or the mean over several joined by
+'+', e.g. ``test_id+test_ood``) (the training objective; held-out tasks are scored the same way, but only for the
+report). A task-set score is the
 mean over tasks of the mean over seeds. Every evaluation is stored in :class:`~optimize.cache.EvalCache` under
 (harness digest, task, seed) and written as one line of ``trace.jsonl``; a cached one costs nothing.
 

@@ -105,6 +105,10 @@ def task_details(records: list[Any], tasks: list[Any]) -> dict[str, dict[str, An
         row["llm_calls"] = sum(r.llm_calls for r in recs) / len(recs)
         row["solver_runs"] = sum(r.solver_runs for r in recs) / len(recs)
         row["equation"] = recs[0].equation
+        # per seed, so two harnesses can be paired on (task, seed) later (scripts/make_default_harness.py)
+        row["per_seed"] = {str(r.seed): {f"{metric}_{'id' if split == 'test_id' else 'ood'}":
+                                         r.metrics.get(split, {}).get(metric) for split, metric in DETAIL_METRICS}
+                           for r in recs}
         out[name] = row
     return out
 
@@ -167,8 +171,8 @@ def pick_final(specs: dict[str, Harness], rows: dict[str, dict[str, Any]]) -> st
 
 def gate(ctx: OptimizeContext, default: Harness, candidate: Harness) -> dict[str, Any]:
     """Freeze only what wins (GEPA / HarnessSR accept only improvements): the candidate races the shipped default
-    on the validation tasks (fresh draws of the training distribution that no stage scored; the training tasks when
-    there are none) x the race seeds, at ``freeze.time_scale`` of their solve seconds, for at most
+    on the validation tasks (the benchmark's validation laws, or fresh draws of its training distribution; no stage
+    scored them; the training tasks when there are none) x the race seeds, at ``freeze.time_scale`` of their solve seconds, for at most
     ``freeze.race_pairs`` pairs; it is kept only when the race accepts it. Otherwise the default is frozen, and the
     verdict says why in the race's words: the candidate fell behind, or the evidence was too thin to decide (the
     pairs seen and what the rule needed), never that a harness that scored better on those pairs is worse."""
@@ -255,6 +259,7 @@ def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
         "validation_tasks": [t.name for t in ctx.tasks.validation],
         "heldout_tasks": [t.name for t in ctx.tasks.heldout],
         "benchmark": ctx.benchmark_config,
+        **({"tasks_note": ctx.tasks.note} if ctx.tasks.note else {}),
         "preset": ctx.settings.preset,
         "settings": ctx.settings.model_dump(),
     }
@@ -267,6 +272,7 @@ def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
             "heldout_seconds_per_run": ctx.default.settings.time_budget * f.heldout_time_scale,
             "rows": rows, "solver_runs_cumulative": cumulative,
             "metric": ctx.settings.metric, "score_split": ctx.settings.score_split,
+            "tasks": {"benchmark": ctx.tasks.benchmark, "note": ctx.tasks.note, **ctx.tasks.names()},
             "harness_path": str(ctx.folder.harness_path), "digest": frozen.digest}
 
 

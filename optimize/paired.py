@@ -3,7 +3,9 @@
 Every acceptance of the optimizer (a stage-1 rewrite, stage 2's choice, a stage-3 child, freeze's gate) compares two
 harnesses run on the same (task, seed) pairs (common random numbers: same tasks, same engine seeds, the unguided
 run shared). Each pair is a win, a tie or a loss for the candidate (its score minus the incumbent's beyond
-``margin``). :class:`PairedRule` accepts the candidate only when
+``margin``): :class:`PairedRecord`, what the races of ``optimize.race`` count. The acceptances themselves are races
+now (``optimize.race.RaceRule``); :class:`PairedRule` is the rule they replaced, a fixed minibatch, kept for the
+replays that compare the two (``optimize.replay``, ``scripts/power_replay.py``). It accepts the candidate only when
 
 1. it wins at least ``min_net_wins`` more pairs than it loses, so no single task decides (one task flipping moves
    the net count by at most 2 when it flips a loss into a win, and a decision needs more than one pair's say), and
@@ -152,3 +154,48 @@ def _by_pair(evaluation: Any) -> dict[tuple[str, int], float]:
         score = float(r.score)
         out[(r.task_key or r.task, int(r.seed))] = score if math.isfinite(score) else 0.0
     return out
+
+
+@dataclass(frozen=True)
+class NonInferiority:
+    """Is a candidate no worse than a reference by more than ``margin``? The mean paired difference (candidate minus
+    reference) over tasks, each task's differences (its seeds and splits) averaged first, and the one-sided lower
+    bound of its ``1 - alpha`` confidence interval by a bootstrap over tasks (the tasks are the sample; seeds of
+    one task are not independent of each other). Non-inferior when the lower bound is above ``-margin``."""
+
+    mean: float
+    lower: float
+    margin: float
+    alpha: float
+    tasks: int
+    pairs: int
+    wins: int
+    ties: int
+    losses: int
+
+    @property
+    def non_inferior(self) -> bool:
+        return self.tasks > 1 and self.lower > -self.margin
+
+    def summary(self) -> str:
+        verdict = "not worse" if self.non_inferior else "not shown to be no worse"
+        return (f"{verdict} by more than {self.margin:g}: mean difference {self.mean:+.3f}, one-sided "
+                f"{1 - self.alpha:.0%} lower bound {self.lower:+.3f} over {self.tasks} tasks ({self.pairs} pairs: "
+                f"{self.wins} W / {self.ties} T / {self.losses} L)")
+
+
+def non_inferiority(diffs: dict[str, Sequence[float]], margin: float, alpha: float = 0.05,
+                    n_resamples: int = 10_000, seed: int = 0) -> NonInferiority:
+    """:class:`NonInferiority` of paired differences grouped by task (``{task: [difference per seed and split]}``)."""
+    import numpy as np
+
+    per_task = np.array([float(np.mean(v)) for v in diffs.values() if len(v)])
+    flat = [float(d) for v in diffs.values() for d in v]
+    counts = dict(wins=sum(d > 0 for d in flat), ties=sum(d == 0 for d in flat), losses=sum(d < 0 for d in flat))
+    if len(per_task) < 2:
+        return NonInferiority(float(per_task.mean()) if len(per_task) else 0.0, -math.inf, margin, alpha,
+                              len(per_task), len(flat), **counts)
+    rng = np.random.default_rng(seed)
+    means = per_task[rng.integers(0, len(per_task), size=(n_resamples, len(per_task)))].mean(axis=1)
+    lower = float(np.quantile(means, alpha))  # percentile bootstrap, one-sided
+    return NonInferiority(float(per_task.mean()), lower, margin, alpha, len(per_task), len(flat), **counts)

@@ -84,7 +84,7 @@ SCORE_SPLITS = ("train", "valid", "test_id", "test_ood")
 
 
 # A derived metric: -log10 NMSE, clipped to [NMSE_RANGE]: bigger is better, one unit = ten times lower error. The
-# optimizer's training score in `small` (docs/optimizer.md: at 15 s it orders harnesses as at 60 s, Kendall tau
+# optimizer's training score in the `quick` and `small` presets (docs/optimizer.md: at 15 s it orders harnesses as at 60 s, Kendall tau
 # 0.87, where acc_0.01 ties on most tasks). A run without an equation scores as predicting the mean (0).
 LOG_NMSE = "log_nmse"
 NMSE_RANGE = (1e-16, 1e3)

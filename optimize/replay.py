@@ -7,8 +7,8 @@ solves (:class:`MatrixScorer`; an (arm, pair) is paid once, as the evaluator's c
 
 * two-arm decisions (a stage-1 rewrite against the kept text, a stage-3 child against its parent, the gate): the
   paired rule on a fixed minibatch (``paired``, before) or a race (``race``, the stages now);
-* stage 2 as a whole: an Optuna TPE search over the matrix's arms from a start, then confirmation, today's
-  (:func:`stage2_paired`: minibatch means, the best two confirmed on fixed pairs by the paired rule) and the racing
+* stage 2 as a whole: an Optuna TPE search over the matrix's arms from a start, then confirmation, the earlier
+  one (:func:`stage2_paired`: minibatch means, the best two confirmed on fixed pairs by the paired rule) and the racing
   one the stage runs (:func:`stage2_race`: screening with drops, the best raced on the rest at alpha / k), with the
   same functions the stage calls (``optimize.screening.screen_trial``, ``confirm_by_race``);
 * SMAC3's ``AlgorithmConfigurationFacade`` on the same arms, pairs and budget (:func:`stage2_smac`, optional extra).
@@ -113,7 +113,7 @@ def draw_world(matrix_tasks: Sequence[str], seeds: Sequence[int], n_tasks: int, 
 
 @dataclass(frozen=True)
 class PairedProtocol:
-    """Today's acceptance: the paired rule on ``n_tasks`` tasks x ``n_seeds`` seeds, all run."""
+    """The earlier acceptance: the paired rule on ``n_tasks`` tasks x ``n_seeds`` seeds, all run."""
 
     rule: PairedRule
     n_tasks: int
@@ -215,7 +215,7 @@ def _study(seed: int, n_startup: int) -> optuna.Study:
 
 def stage2_paired(table: Table, start: str, arms: Sequence[str], world: World, p: Stage2Protocol, seed: int
                   ) -> tuple[str, int]:
-    """Today's stage 2 (before): (the arm it ends with, executions)."""
+    """Stage 2 before racing: (the arm it ends with, executions)."""
     scorer = MatrixScorer(table, p.budget)
     batch = world.minibatch(p.screen_tasks)
     study = _study(seed, p.n_startup)

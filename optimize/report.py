@@ -175,9 +175,20 @@ def closing_summary(freeze: dict[str, Any]) -> tuple[str, list[dict[str, Any]], 
              "shipped default")
     gate = freeze.get("gate") or {}
     notes = [f"Frozen: {stage_title(freeze.get('selected_stage', ''), freeze)}, because {gate.get('reason', '?')}.",
+             *_task_lines(freeze),
              f"Harness: {freeze.get('harness_path', 'harness.json')}",
              f"Report: {Path(freeze.get('harness_path', 'harness.json')).with_name('report.md')}"]
     return title, table, notes
+
+
+def _task_lines(freeze: dict[str, Any]) -> list[str]:
+    """Which tasks the run trained, gated and reported on, and why when they are not the configured benchmark's."""
+    tasks = freeze.get("tasks") or {}
+    if not tasks:
+        return []
+    counts = " / ".join(f"{len(tasks.get(k) or [])} {k}" for k in ("train", "validation", "heldout"))
+    line = f"Tasks: {tasks.get('benchmark') or 'the benchmark'}'s laws ({counts})."
+    return [line] + ([f"Note: {tasks['note']}"] if tasks.get("note") else [])
 
 
 def write_report(run_dir: str | Path) -> Path:
@@ -189,6 +200,7 @@ def write_report(run_dir: str | Path) -> Path:
     if freeze:
         out += [f"Final harness: `harness.json` ({stage_title(freeze.get('selected_stage', ''), freeze)}, digest "
                 f"`{freeze.get('digest')}`).", ""]
+        out += [line + "\n" for line in _task_lines(freeze)]
         out += _headline(freeze)
         out += _gate_tables(freeze)
     out += ["## Stages", ""]

@@ -82,7 +82,7 @@ class Rewrite:
     text: str | None
     rationale: str = ""
     reason: str = ""
-    attempts: int = Field(0, description="Calls per rewrite before giving up.")
+    attempts: int = 0  # the calls this rewrite took
     raw: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,7 +139,7 @@ def _extract(text: str) -> tuple[str | None, str]:
         from harness.llm.json_output import parse_json_output
 
         obj, _ = parse_json_output(text, InstructionRewrite)
-    except ImportError:  # pragma: no cover - harness.llm.protocols is part of the package
+    except ImportError:  # pragma: no cover - harness.llm.json_output is part of the package
         obj = None
     if obj is not None:
         return clean_instruction(obj.instruction), obj.rationale.strip()

@@ -21,7 +21,7 @@ def screen_trial(candidate: Any, start: Any, pairs: Sequence[Pair], rule: RaceRu
 
 # A screened trial's gain: its mean difference from the start with each pair's clipped to +-GAIN_CLIP (in -log10
 # NMSE, a factor of 100), so one exact fit (clipped at 16) against a good approximation does not outweigh every other
-# pair of a 4-pair screen; a 0/1 reading is unchanged.
+# pair of a short screen (2-6 pairs); a 0/1 reading is unchanged.
 GAIN_CLIP = 2.0
 
 

@@ -87,7 +87,8 @@ SR_CHANNELS = ("evolve_rounds", "residual_seconds", "continue_unguided", "unguid
 def suggest_sr_channels(trial: Trial, b: Bounds) -> dict[str, Any]:
     """The SR settings of this trial: the channels (``evolve_rounds``: LLM-SR's proposal rounds,
     ``residual_seconds``: the residual run, ``continue_unguided``: the seeded run continuing the unguided run's
-    population) and the hand-made choices (``unguided_run``, ``combine_terms``, ``operators``: a set's name); a
+    population) and the hand-made choices (``unguided_run``, ``combine_terms``, ``operators``: a set's name,
+    ``sparse_regression``); a
     field without values keeps the seed's setting (no parameter)."""
     out: dict[str, Any] = {}
     for name in SR_CHANNELS:

@@ -23,16 +23,18 @@ class _Model(BaseModel):
 
 
 class TaskSettings(_Model):
-    """``n_validation``: fresh tasks of the training distribution (never seen by stages 1-3, never held-out) on
-    which freeze's gate decides trained vs seed; 0 = the gate scores the training tasks themselves."""
+    """``n_validation``: tasks no stage scores (the benchmark's validation laws where it has them, else more draws of
+    its training distribution; never held-out) on which freeze's gate decides between the trained harness and the
+    shipped default; 0 = the gate scores the training tasks themselves."""
 
     n_train: int = Field(4, ge=1,
-        description="Training tasks (draws of the suite's training laws) the stages score on.")
+        description="Training tasks (the benchmark's training laws) the stages score on.")
     n_heldout: int = Field(2, ge=0,
-        description="Held-out tasks (the test laws) of the report's stage curve; they never decide anything.")
+        description="Held-out tasks (the benchmark's held-out laws) of the report's stage curve; they never decide "
+                    "anything.")
     n_validation: int = Field(0, ge=0,
-        description="Validation tasks (more draws of the training laws, never seen by stages 1-3) the gate decides "
-                    "on; 0 = the training tasks.")
+        description="Validation tasks (the benchmark's validation laws, or more draws of its training laws; never "
+                    "seen by stages 1-3) the gate decides on; 0 = the training tasks.")
 
 
 class Stage1Settings(_Model):
@@ -113,7 +115,8 @@ class Stage2Settings(_Model):
         description="Roles whose prompts the adaptation rewrites (unset: all used).")
     adapt_reserve: int = Field(0, ge=0, description="Solver executions kept back from the search for the adaptation.")
     confirm_top: int = Field(2, ge=0,
-        description="Screened trials that gained most, raced in turn against the start at alpha / confirm_top.")
+        description="Screened trials that gained most, raced in turn against the start, each at alpha / the number "
+                    "raced (at most confirm_top).")
     race_pairs: int = Field(16, ge=1,
         description="Pairs a trial races the start on, at most (tasks where every trial tied come last).")
     heartbeat_interval: int = Field(10, ge=1,
@@ -145,7 +148,7 @@ class Stage3Settings(_Model):
 class FreezeSettings(_Model):
     """``evaluate``: the stage harnesses the report scores; ``train``: on the training tasks at the training scale;
     ``heldout``: on the held-out tasks at ``heldout_time_scale`` of their solve seconds (the stage curve, with the
-    shipped default beside it; ``false`` scores only the starting harness, the frozen pick and the shipped
+    shipped default beside it; ``false`` scores only the starting harness, the stages' pick and the shipped
     default there). The gate: the stages' pick and the shipped default are scored on the validation tasks
     (``tasks.n_validation``; the training tasks when there are none) at ``time_scale`` of their solve seconds;
     the pick is frozen only when it wins a race against the shipped default on those tasks x the race seeds (at

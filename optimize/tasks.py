@@ -1,7 +1,9 @@
-"""Training and held-out task sets from a benchmark config, and seeded minibatches of them.
+"""Training, validation and held-out task sets from a benchmark config, and seeded minibatches of them.
 
-Held-out tasks never enter the optimization objective: they come either from a second load of the suite with a
-different seed / index range (the synthetic generator) or from a disjoint, seeded slice of the same suite.
+The sets come from the benchmark's own splits where it has them (``lsr_synth_laws``: training, validation and
+held-out laws), else from a second load of the suite with another seed / index range or disjoint seeded slices of
+one suite; from its ``fallback`` when its files are not on this machine. Held-out tasks never enter the
+optimization objective, validation tasks only the gate.
 """
 
 from __future__ import annotations
@@ -14,18 +16,22 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import benchmarks
+from harness.core.task import TaskDataMissing
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class TaskSets:
-    """``train``: what stages 1-3 score; ``validation``: other draws of the training distribution, for freeze's
-    gate only; ``heldout``: the test distribution, for the report only."""
+    """``train``: what stages 1-3 score; ``validation``: tasks no stage scores (the benchmark's validation split,
+    else other draws of the training distribution), for freeze's gate only; ``heldout``: the held-out laws, for
+    the report only."""
 
     train: list[Any]
     heldout: list[Any]
     validation: list[Any] = field(default_factory=list)
+    benchmark: str = ""
+    note: str = ""  # e.g. the benchmark's data was missing and its fallback suite was used
 
     def names(self) -> dict[str, list[str]]:
         return {"train": [t.name for t in self.train], "validation": [t.name for t in self.validation],
@@ -75,17 +81,40 @@ def load_task_sets(benchmark: Mapping[str, Any], n_train: int, n_heldout: int, s
     """Training, validation and held-out tasks named by a ``conf/benchmark/*.yaml`` mapping.
 
     ``benchmark.train = {suite, options}``; ``benchmark.heldout`` is another ``{suite, options}`` (a different seed /
-    index range) or null, in which case both sets are disjoint seeded slices of the training suite. The
-    ``n_validation`` validation tasks are a disjoint seeded slice of the training suite (other tasks of the same
-    distribution: for a generated suite, more of its training laws and constant draws).
+    index range, or the suite's held-out split) or null, in which case both sets are disjoint seeded slices of the
+    training suite. The ``n_validation`` validation tasks come from ``benchmark.validation`` (another
+    ``{suite, options}``: the suite's validation split) when it is given, else from a disjoint seeded slice of the
+    training suite (other tasks of the same distribution: for a generated suite, more of its training laws and
+    constant draws). ``benchmark.fallback`` (another benchmark mapping) is used when the benchmark's files are not
+    on this machine (``TaskDataMissing``); the returned sets then say so in ``note``.
     """
+    try:
+        return _load_task_sets(benchmark, n_train, n_heldout, seed, n_validation)
+    except TaskDataMissing as exc:
+        fallback = benchmark.get("fallback")
+        if not fallback:
+            raise
+        sets = _load_task_sets(fallback, n_train, n_heldout, seed, n_validation)
+        sets.note = (f"benchmark {benchmark.get('name')!r} needs files that are not on this machine ({exc}); "
+                     f"its fallback {fallback.get('name')!r} was used instead")
+        log.warning("%s", sets.note)
+        return sets
+
+
+def _load_task_sets(benchmark: Mapping[str, Any], n_train: int, n_heldout: int, seed: int,
+                    n_validation: int) -> TaskSets:
     train_spec = benchmark["train"]
+    valid_spec = benchmark.get("validation")
     held_spec = benchmark.get("heldout")
     split_seed = int(benchmark.get("split_seed", seed))
     if held_spec:
-        pool = _shuffled(load_at_least(train_spec["suite"], train_spec.get("options", {}), n_train + n_validation),
+        in_pool = 0 if valid_spec else n_validation
+        pool = _shuffled(load_at_least(train_spec["suite"], train_spec.get("options", {}), n_train + in_pool),
                          split_seed)
-        train, validation = pool[:n_train], pool[n_train : n_train + n_validation]
+        train, validation = pool[:n_train], pool[n_train : n_train + in_pool]
+        if valid_spec and n_validation:
+            validation = _shuffled(load_at_least(valid_spec["suite"], valid_spec.get("options", {}), n_validation),
+                                   split_seed + 2)[:n_validation]
         names = {t.name for t in train + validation}
         held = load_at_least(held_spec["suite"], held_spec.get("options", {}), n_heldout)
         overlap = sum(t.name in names for t in held)
@@ -102,7 +131,7 @@ def load_task_sets(benchmark: Mapping[str, Any], n_train: int, n_heldout: int, s
                     benchmark.get("name"), len(train), len(validation), len(held), n_train, n_validation, n_heldout)
     if not train:
         raise ValueError(f"benchmark {benchmark.get('name')!r} gave no training tasks")
-    return TaskSets(train=train, heldout=held, validation=validation)
+    return TaskSets(train=train, heldout=held, validation=validation, benchmark=str(benchmark.get("name") or ""))
 
 
 def minibatch(tasks: Sequence[Any], size: int | None, *key: Any) -> list[Any]:

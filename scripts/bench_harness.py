@@ -193,7 +193,7 @@ def combine_engine(record: dict[str, Any], task: Any, seed: int) -> dict[str, An
 def suite_options(args: argparse.Namespace) -> dict[str, Any]:
     options = dict(item.split("=", 1) for item in args.option)
     spec = benchmarks.SUITES[args.suite].options
-    if "n_per_domain" in spec:
+    if "n_per_domain" in spec and args.n_per_domain is not None:
         options.setdefault("n_per_domain", args.n_per_domain)
     if "split" in spec:
         options.setdefault("split", args.split)
@@ -202,7 +202,7 @@ def suite_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def load_tasks(args: argparse.Namespace) -> list[Any]:
     tasks = []
-    if args.n_per_domain > 0:
+    if args.n_per_domain != 0:
         tasks += benchmarks.load_suite(args.suite, **suite_options(args))
     if args.llm_sr and Path(args.llm_sr).is_dir():  # the loader takes the data root holding llm-sr/
         tasks += benchmarks.load_suite("llm_sr", root=str(Path(args.llm_sr).resolve().parent))
@@ -251,11 +251,14 @@ def run_arm(arm: str, task: Any, args: argparse.Namespace, harness: FrozenHarnes
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench_harness")
-    parser.add_argument("--harness", default="default")
+    parser.add_argument("--harness", default="default", help="default, initial (HarnessSR's start) or a harness file")
     parser.add_argument("--suite", default="lsr_like", choices=sorted(benchmarks.SUITES))
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="suite option (repeatable)")
-    parser.add_argument("--n-per-domain", type=int, default=3, help="0 = no suite tasks (LLM-SR problems only)")
-    parser.add_argument("--split", default="test", choices=("train", "test", "all"))
+    parser.add_argument("--n-per-domain", type=int, default=None,
+                        help="tasks per domain (default: the suite's own: lsr_like 3, lsr_synth_laws all of the split); "
+                             "0 = no suite tasks (LLM-SR problems only)")
+    parser.add_argument("--split", default="test", choices=("train", "validation", "test", "heldout", "all"),
+                        help="the suite's split (lsr_like: train | test; lsr_synth_laws: train | validation | heldout)")
     parser.add_argument("--llm-sr", default=str(Path(__file__).resolve().parents[1].parent / "shared/data/llm-sr"))
     parser.add_argument("--tasks", nargs="*")
     parser.add_argument("--sample", type=int, default=0, help="a seeded sample of this many suite tasks (0 = all)")
@@ -275,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                              "machine) instead of running it again; they are marked reused_from")
     args = parser.parse_args(argv)
 
-    harness = FrozenHarness.default() if args.harness == "default" else FrozenHarness.load(args.harness)
+    harness = FrozenHarness.resolve(args.harness)
     harness = with_overrides(harness, llm=args.llm, sr=args.sr, prompts=args.prompt)
     anonymized = task_options(args.task)
     settings = harness.sr_settings

@@ -48,7 +48,7 @@ def _no_time_limits() -> None:
     import functools
 
     import harness.sr.operon_backend as operon
-    import workflows.runner as runner
+    import workflows.sr_steps as sr_steps
     from workflows.params import SRSettings
 
     os.environ["HARNESS_SR_IN_PROCESS"] = "1"
@@ -58,7 +58,7 @@ def _no_time_limits() -> None:
         if getattr(module, "__name__", "").startswith("harness.sr.") and hasattr(module, "REFIT_SECONDS"):
             module.REFIT_SECONDS = EXACT_SECONDS
     operon.REFIT_SECONDS = EXACT_SECONDS
-    runner.CombineSettings = functools.partial(runner.CombineSettings, max_seconds=EXACT_SECONDS)
+    sr_steps.CombineSettings = functools.partial(sr_steps.CombineSettings, max_seconds=EXACT_SECONDS)
 
 
 def _tasks() -> list[Any]:

@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llm", action="append", default=[], metavar="KEY=VALUE", help="LLM setting (repeatable)")
     args = parser.parse_args(argv)
 
-    harness = FrozenHarness.default() if args.harness == "default" else FrozenHarness.load(args.harness)
+    harness = FrozenHarness.resolve(args.harness)
     harness = with_overrides(harness, llm=args.llm)
     prompts = {"harness": harness.prompts["planner"]}
     for name, path in parse_overrides(args.variant, "variant").items():

@@ -39,18 +39,32 @@ def _table(header: list[str], lines: list[list[str]]) -> str:
     return "\n".join(out + ["| " + " | ".join(cells) + " |" for cells in lines]) + "\n"
 
 
+ROWS_RULE = ("† symbolic accuracy judged on the task's rows only, the rule before 2026-12-07, which accepts an "
+             "equation that follows the law along the data's trajectory only; these solves' equations were not kept, "
+             "so they cannot be re-scored ([results.md](results.md#symbolic-accuracy-off-the-trajectory))")
+
+
+def sa_cell(row: dict[str, Any], value: float | None = None, bold: bool = False) -> str:
+    """A symbolic-accuracy figure, marked † when it was judged on the task's rows only (the old rule)."""
+    value = row["sa"] if value is None else value
+    text = f"{value:.3f}" + ("†" if row.get("sa_rule") == "rows" else "")
+    return f"**{text}**" if bold else text
+
+
 def _source(rows: list[dict[str, Any]]) -> str:
-    """One line per distinct (date, command, conditions) among the table's rows, in their order."""
+    """One line per distinct (date, command, conditions) among the table's rows, in their order; the † note when a
+    row's symbolic accuracy was judged by the old rule."""
     seen = list(dict.fromkeys((r["date"], r["command"], r["conditions"]) for r in rows))
+    note = f"\n{ROWS_RULE}.\n" if any(r.get("sa_rule") == "rows" for r in rows) else ""
     return "".join(f"\nSource: `docs/data/results.jsonl` ({date}; `{command}`): {conditions}.\n"
-                   for date, command, conditions in seen)
+                   for date, command, conditions in seen) + note
 
 
 def hard_suite() -> str:
     rows = results("hard_suite")
     lines = [[f"**{r['arm']}**" if r.get("highlight") else r["arm"], pair(r["acc_0.01"], r.get("highlight")),
               pair(r["acc_all_0.01"], r.get("highlight")), pair(r["acc_0.001"], r.get("highlight")),
-              f"**{r['sa']:.3f}**" if r.get("highlight") else f"{r['sa']:.3f}", str(r["seconds_per_task"])]
+              sa_cell(r, bold=bool(r.get("highlight"))), str(r["seconds_per_task"])]
              for r in rows]
     return _table(["arm", "acc_0.01 ID / OOD (95 % of points)", "acc_0.01 ID / OOD (every point)",
                    "acc_0.001 ID / OOD (95 %)", "symbolic accuracy", "s / task"], lines) + _source(rows)
@@ -61,19 +75,19 @@ def hard_suite_readme() -> str:
     rows = [r for r in results("hard_suite") + results("precision_test") if r.get("readme_arm")]
     lines = [[r["readme_arm"], r["seeds"], pair(r["acc_0.01"], r.get("highlight")),
               pair(r["acc_all_0.01"], r.get("highlight")), pair(r["acc_0.001"], r.get("highlight")),
-              f"**{r['sa']:.3f}**" if r.get("highlight") else f"{r['sa']:.3f}", str(r["seconds_per_task"])]
+              sa_cell(r, bold=bool(r.get("highlight"))), str(r["seconds_per_task"])]
              for r in rows]
     return _table(["arm", "seeds (date)", "acc_0.01 ID / OOD (95 %)", "acc_0.01 ID / OOD (every point)",
                    "acc_0.001 ID / OOD (95 %)", "symbolic accuracy", "s / task"], lines)
 
 
 def precision(table: str) -> Callable[[], str]:
-    """A before / after table of the precision polish and the ladder, paired in-solve (scripts/confirm_precision.py)."""
+    """A before / after table of the precision polish and the ladder, paired in-solve (scripts/records/confirm_precision.py)."""
     def render() -> str:
         rows = results(table)
         lines = [[f"**{r['arm']}**" if r.get("highlight") else r["arm"], pair(r["acc_0.01"], r.get("highlight")),
                   pair(r["acc_all_0.01"], r.get("highlight")), pair(r["acc_0.001"], r.get("highlight")),
-                  f"{r['sa']:.3f}", str(r["seconds_per_task"]), r.get("paired") or "–"] for r in rows]
+                  sa_cell(r), str(r["seconds_per_task"]), r.get("paired") or "–"] for r in rows]
         return _table(["arm", "acc_0.01 ID / OOD (95 %)", "acc_0.01 ID / OOD (every point)",
                        "acc_0.001 ID / OOD (95 %)", "symbolic accuracy", "median s / solve",
                        "paired vs before, (solve, split): 95 % / every point / acc_0.001; SA per solve (W / T / L)"],
@@ -99,11 +113,84 @@ def table5() -> str:
     rows = results("table5")
     lines = [[f"{r['seed']}", r["harness"], pair(r["acc_0.01"], r.get("highlight")),
               pair(r["acc_all_0.01"], r.get("highlight")),
-              f"**{r['sa']:.3f}**" if r.get("highlight") else f"{r['sa']:.3f}", r["paired_vs_start"] or "–"]
+              sa_cell(r, bold=bool(r.get("highlight"))), r["paired_vs_start"] or "–"]
              for r in rows]
     return _table(["engine seed", "harness", "acc_0.01 ID / OOD (95 %)", "acc_0.01 ID / OOD (every point)",
                    "symbolic accuracy", "paired against the start, (task, split) pairs: 95 % / every point"],
                   lines) + _source(rows)
+
+
+DOMAIN_ORDER = ("chemistry", "biology", "physics", "materials", "all")
+
+
+def _maybe(reading: dict[str, float] | None, key: str = "id") -> str:
+    value = (reading or {}).get(key)
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _both(reading: dict[str, float] | None) -> str:
+    return f"{_maybe(reading, 'id')} / {_maybe(reading, 'ood')}"
+
+
+def _ours(row: dict[str, Any], domain: str, bold: bool = False) -> list[str] | None:
+    d = (row.get("domains") or {}).get(domain)
+    if not d:
+        return None
+    cells = [_both(d["acc_0.01"]), _both(d["acc_all_0.01"]), _both(d["acc_0.001"]), f"{d['sa']:.3f}",
+             f"{d['nmse_median']['id']:.2g} / {d['nmse_median']['ood']:.2g}", f"{d['seconds_per_task']}",
+             f"{d['llm_calls_per_task']:g}"]
+    return [f"**{c}**" for c in cells] if bold else cells
+
+
+def _published(row: dict[str, Any], domain: str) -> list[str] | None:
+    d = (row.get("domains") or {}).get(domain)
+    if not d:
+        return None
+    return [_both(d.get("acc_0.01")), _both(d.get("acc_all_0.01")), _both(d.get("acc_0.001")),
+            "–" if d.get("sa") is None else f"{d['sa']:.3f}", "–", "–", "–"]
+
+
+def lsr_synth_domains() -> str:
+    """Our arms on LSR-Synth's held-out laws per domain, each domain's published rows beside them (same readings)."""
+    ours, published = results("lsr_synth_heldout"), results("published_lsr_synth")
+    lines = []
+    for domain in DOMAIN_ORDER:
+        for r in ours:
+            cells = _ours(r, domain, bold=bool(r.get("highlight")))
+            if cells:
+                lines.append([domain, f"{r['arm']} (ours)", str(r["domains"][domain]["pairs"]), *cells])
+        for r in published:
+            cells = _published(r, domain)
+            if cells:
+                n = (r["domains"][domain] or {}).get("n")
+                lines.append([domain, f"{r['method']} ({r['model']}), published", str(n) if n else "–", *cells])
+    header = ["domain", "arm", "(task, seed) pairs / problems", "acc_0.01 ID / OOD (95 %)",
+              "acc_0.01 ID / OOD (every point)", "acc_0.001 ID / OOD (95 %)", "symbolic accuracy",
+              "NMSE median ID / OOD", "s / task", "LLM calls / task"]
+    notes = "".join(f"\nPublished: {r['method']} ({r['model']}): {r['source']}; {r['conditions']}; {r['note']}.\n"
+                    for r in published)
+    return _table(header, lines) + _source(ours) + notes
+
+
+def sa_rescore() -> str:
+    """Symbolic accuracy of the same recorded solves under the old rule (the task's rows) and the new one (and off
+    the trajectory), per store row and arm."""
+    rows = results("sa_rescore")
+    lines = [[r["suite"], arm, str(a["solves"]), f"{a['rows']:.3f}", f"{a['region']:.3f}", str(a["lost"]),
+              str(a.get("gained", 0))] for r in rows for arm, a in [*r["arms"].items(), ("all", r["all"])]]
+    return _table(["solves of", "arm", "solves", "SA on the rows (before 2026-12-07)", "SA on the rows and off them",
+                   "yes -> no", "no -> yes"], lines) + _source(rows)
+
+
+def lsr_synth_readme() -> str:
+    """The README's table: every arm over all held-out laws, and the published rows with their conditions."""
+    ours, published = results("lsr_synth_heldout"), results("published_lsr_synth")
+    lines = [[f"{r['arm']} (ours)", f"{', '.join(map(str, r['seeds']))} ({r['date']})",
+              *(_ours(r, "all", bold=bool(r.get("highlight"))) or [])[:4]] for r in ours if (r.get("domains") or {}).get("all")]
+    lines += [[f"{r['method']} ({r['model']}), published", "–", *(_published(r, "all") or [])[:4]]
+              for r in published if (r.get("domains") or {}).get("all")]
+    return _table(["arm", "seeds (date)", "acc_0.01 ID / OOD (95 %)", "acc_0.01 ID / OOD (every point)",
+                   "acc_0.001 ID / OOD (95 %)", "symbolic accuracy"], lines)
 
 
 def _option_rows(model: type, prefix: str) -> list[list[str]]:
@@ -150,6 +237,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "table5": table5, "sr-options": sr_options, "llm-options": llm_options,
     "optimize-options": optimize_options, "precision-training": precision("precision_training"),
     "precision-test": precision("precision_test"), "precision-oscillators": precision("precision_oscillators"),
+    "lsr-synth-domains": lsr_synth_domains, "sa-rescore": sa_rescore,
 }
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 

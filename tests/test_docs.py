@@ -47,13 +47,22 @@ def test_every_path_the_docs_name_exists() -> None:
 
 def test_every_script_is_listed_in_scripts_md() -> None:
     listed = (ROOT / "docs" / "scripts.md").read_text(encoding="utf-8")
-    unlisted = [p.name for p in sorted((ROOT / "scripts").glob("*.py")) if f"scripts/{p.name}" not in listed]
+    unlisted = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "scripts").rglob("*.py"))
+                if str(p.relative_to(ROOT)) not in listed]
     assert not unlisted, f"scripts missing from docs/scripts.md: {unlisted}"
+
+
+def test_every_record_names_the_decision_it_made() -> None:
+    """A script under scripts/records/ is the record of a decision: decisions.md names it in that decision's row."""
+    decisions = (ROOT / "docs" / "decisions.md").read_text(encoding="utf-8")
+    unlinked = [p.name for p in sorted((ROOT / "scripts" / "records").glob("*.py"))
+                if f"scripts/records/{p.name}" not in decisions]
+    assert not unlinked, f"records that docs/decisions.md does not link: {unlinked}"
 
 
 def _cli_sources(command: str) -> tuple[str, str] | None:
     """The program a documented command runs and its source text: a script, or the ``harness`` CLI."""
-    m = re.search(r"scripts/(\w+\.py)", command)
+    m = re.search(r"scripts/([\w/]+\.py)", command)
     if m and (ROOT / "scripts" / m.group(1)).exists():
         return m.group(1), (ROOT / "scripts" / m.group(1)).read_text(encoding="utf-8")
     if re.search(r"(python -m harness|^harness|\bharness-sr)\b", command.strip()):

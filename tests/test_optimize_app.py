@@ -201,7 +201,10 @@ def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     # what was frozen is the optimizer's: a trained stage that won its race against the shipped default (which,
     # with the toy's floor and no phrase, cannot solve the toy), holding the phrase stage 1 found
     assert freeze["selected_stage"] in ("init", "search", "refine") and freeze["gate"]["verdict"] == "accepted"
-    assert toy.PHRASE in harness.prompts["planner"] and harness.description() != FrozenHarness.resolve("default")
+    default = FrozenHarness.resolve("default").description()
+    assert toy.PHRASE in harness.prompts["planner"] and toy.PHRASE not in default.prompts["planner"]
+    # not the shipped default under another model: the trained content differs (same llm on both sides)
+    assert harness.description().with_changes(llm=default.llm) != default
     assert freeze["rows"]["default"]["heldout"]["score"] == 0.0 and freeze["rows"]["baseline"]["heldout"]["score"] == 0.0
     assert freeze["rows"][freeze["selected_stage"]]["heldout"]["score"] == 1.0
     assert set(prov["solver_runs_cumulative"]) == {"init", "search", "refine"}
@@ -259,7 +262,7 @@ def test_presets_compose_and_validate(preset):
     preset_file = REPO / "harness" / "conf" / "optimize" / f"{preset}.yaml"
     assert "heartbeat_interval" not in preset_file.read_text()
     assert settings.stage2.heartbeat_interval == OptimizeSettings().stage2.heartbeat_interval
-    assert cfg.llm.provider == "local" and cfg.backend.name == "operon" and cfg.benchmark.name == "lsr_like"
+    assert cfg.llm.provider == "local" and cfg.backend.name == "operon" and cfg.benchmark.name == "lsr_synth_laws"
     if preset in ("quick", "small"):  # a training shortcut for stages 1-3 only; the gate runs at a share of the solve
         assert settings.train_time_scale < 1.0 and 0.0 < settings.freeze.time_scale <= 1.0
     assert settings.seed == "initial"  # every preset starts where HarnessSR starts
@@ -268,7 +271,8 @@ def test_presets_compose_and_validate(preset):
     for pairs in (settings.stage1.race_pairs, settings.stage3.race_pairs, settings.freeze.race_pairs):
         assert rule.clean_wins_needed(pairs) is not None
     assert rule.clean_wins_needed(settings.stage2.race_pairs, rule.alpha / max(1, settings.stage2.confirm_top))
-    if preset == "small":  # 16 training + 4 validation (training laws) + 8 held-out (test laws) tasks
+    assert cfg.benchmark.fallback.name == "lsr_like"  # where LSR-Synth's laws file is not on the machine
+    if preset == "small":  # 16 training + 4 validation + 8 held-out laws, from the fixed split
         assert (settings.tasks.n_train, settings.tasks.n_validation, settings.tasks.n_heldout) == (16, 4, 8)
         assert settings.freeze.heldout and settings.freeze.heldout_time_scale == 1.0  # the stage curve at 60 s
         # as measured: one task at a time, ID+OOD objective, at most 4 role calls per task in stage 2
@@ -306,7 +310,8 @@ def test_stages_run_as_separate_processes_on_one_folder(tmp_path):
 @pytest.mark.llm
 @pytest.mark.slow
 def test_stage_all_quick_preset_with_the_embedded_model(tmp_path):
-    """The README's main command, quick preset, Operon, lsr_like tasks, with the small embedded model (llm=tiny)
+    """The README's main command, quick preset, Operon, LSR-Synth's laws (lsr_like where the laws file is not on the
+    machine), with the small embedded model (llm=tiny)
     so the suite stays short; the default model's run of the same command is timed in the README."""
     run_dir = tmp_path / "quick"
     # the suite's time, not the point of this test: 2 s SR runs everywhere (the preset: 3 s, the held-out table 6 s),
@@ -320,6 +325,13 @@ def test_stage_all_quick_preset_with_the_embedded_model(tmp_path):
     prov = harness.provenance
     assert set(prov["solver_runs_cumulative"]) == {"init", "search", "refine"}
     assert prov["training_tasks"] and prov["heldout_tasks"]
+    from benchmarks.sources import lsr_synth_laws
+
+    if lsr_synth_laws.laws_path().is_file():  # training, gate and report each on their own part of the split
+        for key, part in (("training_tasks", "train"), ("validation_tasks", "validation"), ("heldout_tasks", "heldout")):
+            assert {lsr_synth_laws.part_of(name) for name in prov[key]} == {part}, key
+    else:
+        assert "fallback 'lsr_like' was used" in prov["tasks_note"]
     assert harness.llm["provider"] == "local" and harness.backend == "operon"
     report = (run_dir / "report.md").read_text()
     assert "| stage 3: refinement" in report
@@ -364,14 +376,13 @@ def test_two_workers_on_one_folder_finish_exactly_n_trials_and_one_harness(tmp_p
     study = optuna.load_study(study_name="harness-sr-stage2", storage=f"sqlite:///{run_dir / 'optuna.db'}")
     complete = [t for t in study.trials if t.state.name == "COMPLETE"]
     assert len(complete) == 5
-    workers = {t.user_attrs.get("worker") for t in complete}
     params = [tuple(sorted(t.params.items())) for t in complete]
-    if len(workers) > 1:  # both took part: neither evaluated what the other had
-        by_worker = {}
-        for t in complete:
-            by_worker.setdefault(t.user_attrs["worker"], set()).add(tuple(sorted(t.params.items())))
-        a, b = by_worker.values()
-        assert not a & b, params
+    by_worker: dict[str, set] = {}
+    for t in complete:
+        by_worker.setdefault(t.user_attrs["worker"], set()).add(tuple(sorted(t.params.items())))
+    assert len(by_worker) == 2, by_worker  # both took part (a study run by one worker would prove nothing here)
+    a, b = by_worker.values()
+    assert not a & b, params  # neither evaluated what the other had (one sampler repeating itself is a cache hit)
     digests = set(re.findall(r"froze the \w+ harness \((sha256:[0-9a-f]+)\)", "\n".join(outs)))
     digests |= set(re.findall(r"already holds this harness \((sha256:[0-9a-f]+)\)", "\n".join(outs)))
     harness = FrozenHarness.load(run_dir / "harness.json")

@@ -3,9 +3,10 @@ on validation tasks; what the report says when it lost or the evidence was too t
 
 from __future__ import annotations
 
-
+import pytest
 
 from harness.app.artifact import FrozenHarness
+from harness.core.task import TaskError
 from workflows.harness import Harness
 
 from tests.optimize_standins import PHRASE, context, planner_rule
@@ -152,3 +153,25 @@ def test_validation_tasks_are_a_disjoint_slice_of_the_training_suite():
     assert not set(names["train"]) & set(names["validation"])
     assert not (set(names["train"]) | set(names["validation"])) & set(names["heldout"])
 
+
+
+def test_a_named_validation_split_and_a_fallback_when_the_benchmark_is_not_here(tmp_path):
+    from optimize.tasks import load_task_sets
+
+    spec = {"name": "s", "train": {"suite": "synthetic", "options": {"split": "train", "n_per_domain": 1}},
+            "validation": {"suite": "synthetic", "options": {"split": "train", "n_per_domain": 1, "seed": 5}},
+            "heldout": {"suite": "synthetic", "options": {"split": "test", "n_per_domain": 1, "seed": 9}}}
+    sets = load_task_sets(spec, n_train=2, n_heldout=2, n_validation=2)
+    validation = {t.name: t for t in sets.validation}
+    assert len(validation) == 2 and all(t.metadata["seed"] == 5 for t in validation.values())
+    assert sets.benchmark == "s" and not sets.note
+    # the laws file is not on this "machine": the fallback benchmark is used, and the sets say so
+    missing = {"name": "real", "train": {"suite": "lsr_synth_laws",
+                                         "options": {"split": "train", "path": str(tmp_path / "absent.csv")}},
+               "heldout": {"suite": "lsr_synth_laws", "options": {"split": "heldout", "path": str(tmp_path / "x.csv")}},
+               "fallback": spec}
+    used = load_task_sets(missing, n_train=2, n_heldout=1, n_validation=1)
+    assert used.benchmark == "s" and "'real' needs files that are not on this machine" in used.note
+    assert "absent.csv" in used.note and len(used.train) == 2
+    with pytest.raises(TaskError, match="not found"):
+        load_task_sets({k: v for k, v in missing.items() if k != "fallback"}, n_train=2, n_heldout=1)

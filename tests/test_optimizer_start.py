@@ -138,6 +138,10 @@ def test_false_accept_rate_is_bounded_by_alpha() -> None:
     # the mean alone ("higher mean wins") accepts noise far more often on the same differences
     diffs = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
     assert rule.false_accept_rate(diffs) == 0.0  # one differing pair can never decide
+    # not a rule that never accepts: with 8 differing pairs of equal size, the sign-flip test's exact rate is the
+    # share of patterns with >= 7 wins (9 / 256 = 0.035; 6 wins: 37 / 256 = 0.14 > alpha), and all wins pass
+    assert rule.false_accept_rate([1.0] * 8) == pytest.approx(9 / 256)
+    assert rule.accepts(PairedRecord((1.0,) * 8, rule.margin))
 
 
 def test_the_gate_refuses_a_candidate_that_wins_one_validation_task(tmp_path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -96,15 +97,22 @@ def test_the_boundary_holds_false_accepts_to_alpha_by_enumeration(looks: str, te
     through the race itself: the share accepted is at most alpha, for every number of non-tied pairs (ties after)."""
     for alpha in (0.05, 0.125):
         rule = RaceRule(alpha=alpha, looks=looks, test=test, min_net_wins=2, drop_behind=2)
-        worst = 0.0
+        worst, all_wins = 0.0, []
         for n in range(1, max_pairs + 1):  # n non-tied pairs, the rest ties at the end
             accepted = 0
             for signs in itertools.product((1.0, -1.0), repeat=n):
                 diffs = [s * (1 + 0.37 * i) for i, s in enumerate(signs)] + [0.0] * (max_pairs - n)
                 scores = scorer_from({"inc": [0.0] * max_pairs, "c": diffs})
-                accepted += race("c", "inc", schedule(max_pairs), rule, scores, max_pairs=max_pairs).accepted
+                verdict = race("c", "inc", schedule(max_pairs), rule, scores, max_pairs=max_pairs).accepted
+                accepted += verdict
+                if n == max_pairs and min(signs) > 0:
+                    all_wins.append(verdict)
             worst = max(worst, accepted / 2**n)
         assert worst <= alpha + 1e-12, (alpha, looks, max_pairs, worst)
+        # and it is not a rule that never accepts: wherever its pairs can decide, a challenger that wins them all
+        # is accepted and the null is accepted at a positive rate (a rule that never accepts fails here)
+        can_decide = rule.clean_wins_needed(max_pairs) is not None
+        assert all_wins == [can_decide] and (worst > 0) == can_decide, (alpha, looks, max_pairs, worst)
         if looks == "every":
             assert worst <= rule.null_acceptance(max_pairs) + 1e-12
         assert rule.null_acceptance(max_pairs) <= alpha + 1e-12
@@ -139,6 +147,29 @@ def test_the_signed_rank_test_reads_the_size_of_a_win_and_matches_scipy() -> Non
     sign = rule.model_copy(update={"test": "sign"})
     assert not race("c", "inc", schedule(6), sign, scorer_from({"inc": [0.0] * 6, "c": big_wins}),
                     max_pairs=6).accepted  # 4 wins and 2 losses: p = 0.34 by signs
+
+
+def test_the_signed_rank_p_with_tied_differences_is_the_exact_enumeration() -> None:
+    """Tied |differences| are the usual case with 0/1 readings (acc_0.01 wins and losses of exactly 1): they share
+    their mid-rank. The p-value is checked against every sign pattern enumerated, independently of the code."""
+    import itertools
+
+    from scipy.stats import rankdata
+
+    from optimize.race import signed_rank_p
+
+    def enumerated(diffs: list[float], margin: float = 0.0) -> float:
+        kept = [d for d in diffs if abs(d) > margin]
+        ranks = rankdata([abs(d) for d in kept])  # mid-ranks for ties
+        observed = sum(r for r, d in zip(ranks, kept) if d > 0)
+        sums = [sum(r for r, s in zip(ranks, signs) if s > 0) for signs in itertools.product((1, -1), repeat=len(kept))]
+        return sum(total >= observed - 1e-9 for total in sums) / len(sums)
+
+    for diffs in ([1.0, 1.0, -1.0, 1.0, 1.0, 1.0, -1.0, 1.0],       # 0/1 readings: every |difference| tied
+                  [1.0, 0.5, 0.5, -0.5, 1.0, 0.5, -1.0, 1.0, 0.5],  # two tie groups
+                  [0.4, 0.4, 0.4, -0.4, 1.2, 1.2, -2.0, 0.0, 0.0]):  # ties, and zeros (dropped as ties)
+        assert signed_rank_p(diffs) == pytest.approx(enumerated(diffs)), diffs
+        assert signed_rank_p(diffs, margin=0.45) == pytest.approx(enumerated(diffs, 0.45)), diffs
 
 
 def test_schedules_are_seed_major_fixed_and_take_the_retired_tasks_last() -> None:
@@ -243,3 +274,48 @@ def test_settings_that_make_an_acceptance_impossible_are_refused() -> None:
         OptimizeSettings.model_validate({"tasks": {"n_train": 2}, "race_seeds": 1, "stage1": {"race_pairs": 1},
                                          "accept": {"alpha": 1.0, "min_net_wins": 1}})
     OptimizeSettings.model_validate({"tasks": {"n_validation": 2}, "race_seeds": 2})  # 4 pairs: 3 clean wins accept
+
+
+def test_non_inferiority_reads_a_bootstrap_over_tasks_against_its_margin() -> None:
+    from optimize.paired import non_inferiority
+
+    same = {f"t{i}": [0.0, 0.0] for i in range(8)}
+    assert non_inferiority(same, margin=0.05).non_inferior  # identical: the bound is 0, above -0.05
+    worse = {f"t{i}": ([-1.0, 0.0] if i < 4 else [0.0, 0.0]) for i in range(8)}  # a loss on half the tasks
+    verdict = non_inferiority(worse, margin=0.05)
+    assert not verdict.non_inferior and verdict.mean == pytest.approx(-0.25) and verdict.lower < -0.05
+    assert (verdict.wins, verdict.ties, verdict.losses) == (0, 12, 4) and "not shown" in verdict.summary()
+    mixed = {f"t{i}": ([1.0, 0.0] if i % 2 else [0.0, -1.0]) for i in range(8)}  # wins and losses even
+    assert not non_inferiority(mixed, margin=0.05).non_inferior  # mean 0, but the spread leaves the margin
+    assert non_inferiority(mixed, margin=0.5).non_inferior
+    assert not non_inferiority({"t0": [0.0]}, margin=0.5).non_inferior  # one task decides nothing
+
+
+def test_the_shipped_default_comes_from_runs_only_when_they_agree_and_are_not_worse(tmp_path) -> None:
+    import importlib.util
+    import json
+
+    from harness.app.artifact import FrozenHarness
+
+    spec = importlib.util.spec_from_file_location("make_default", Path(__file__).parents[1] / "scripts" / "make_default_harness.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    def run(folder: str, digest: str, trained: list[float], default: list[float]) -> Path:
+        path = tmp_path / folder
+        path.mkdir()
+        FrozenHarness.build_default().save(path / "harness.json")
+
+        def rows(values):
+            return {"heldout": {"tasks": {f"t{i}": {"per_seed": {"0": {"acc_0.01_id": v, "acc_0.01_ood": v}}}
+                                          for i, v in enumerate(values)}}, "digest": digest}
+        (path / "freeze.json").write_text(json.dumps({"picked_stage": "search", "rows": {
+            "search": rows(trained), "default": rows(default)}}))
+        return path
+
+    worse = run("worse", "a", [0, 0, 0, 1], [1, 1, 1, 1])
+    verdict, about = script.from_runs([worse, run("worse2", "a", [0, 0, 1, 1], [1, 1, 1, 1])], 0.05, 0.05)
+    assert not verdict.non_inferior and about[0]["picked_stage"] == "search"
+    assert script.main(["--from-runs", str(worse), str(tmp_path / "worse2")]) == 1  # refused, nothing written
+    other = run("other", "b", [1, 1, 1, 1], [1, 1, 1, 1])
+    assert script.main(["--from-runs", str(worse), str(other)]) == 1  # two different trained harnesses

@@ -160,12 +160,6 @@ def test_every_repository_path_the_docs_name_exists() -> None:
     assert not _exists("scripts/no_such_script.py") and _exists("benchmarks/sources/_io.check_target")
 
 
-def test_every_script_is_in_the_scripts_page() -> None:
-    page = (ROOT / "docs" / "scripts.md").read_text(encoding="utf-8")
-    absent = [p.name for p in sorted((ROOT / "scripts").glob("*.py")) if f"scripts/{p.name}" not in page]
-    assert not absent, f"docs/scripts.md does not name {absent}"
-
-
 def test_the_test_command_is_the_one_ci_runs() -> None:
     commands = [" ".join(c) for c in readme_commands(README.read_text(encoding="utf-8"))]
     suite = [c for c in commands if c.startswith("python -m pytest")]

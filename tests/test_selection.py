@@ -36,10 +36,33 @@ def test_workflow_selects_over_all_branches_by_its_rule(task) -> None:
     best_valid = min(c.metric("valid") for c in result.candidates)
     assert result.best.metric("valid") == best_valid
     assert result.front and result.front[-1].metric("valid") == best_valid
-    # the shipped rule, the precision ladder: the pick is the ladder's first over every branch's candidates
-    laddered = run_workflow(task, (0, 3, 0, 0, 0), None, scripted(), sr_settings={**TINY, "selection": "ladder"})
+    # the shipped rule, the precision ladder: the pick is the ladder's first over every branch's candidates. The
+    # polish (given the seconds to finish: the runs stop at 3 generations) adds a relative-error refit with more
+    # points within 1 % but a higher NMSE, so on this pool the two rules disagree and a workflow that picked by
+    # accuracy under "ladder" fails here
+    laddered = run_workflow(task, (0, 3, 0, 0, 0), None, scripted(),
+                            sr_settings={**TINY, "time_budget": 6, "selection": "ladder", "precision_polish": True})
     usable = [c for c in laddered.candidates if math.isfinite(c.metric("valid"))]
+    assert min(usable, key=ladder_key).equation != select_best(usable).equation
     assert laddered.best.equation == min(usable, key=ladder_key).equation
+
+
+def test_the_ladder_prefers_precise_points_to_a_lower_bulk_error() -> None:
+    """An exact law (every point within 0.1 %) over a curve with a lower NMSE that misses the small targets:
+    accuracy picks the curve, the ladder the law; the ladder's ties fall to the lower error, then the simpler."""
+    from harness.core.candidates import select
+
+    def cand(eq: str, nmse: float, within_1: float, within_01: float, complexity: int) -> Candidate:
+        return Candidate(eq, [], eq, complexity, {"valid": {"nmse": nmse, "frac_within_0.01": within_1,
+                                                            "frac_within_0.001": within_01}})
+
+    law, curve = cand("law", 2e-9, 1.0, 1.0, 9), cand("curve", 1e-10, 0.8, 0.3, 15)
+    assert select([law, curve], "accuracy").equation == "curve"
+    assert select([law, curve], "ladder").equation == "law"
+    twin = cand("law, longer", 2e-9, 1.0, 1.0, 13)
+    assert select([twin, law], "ladder").equation == "law"
+    finer = cand("law, refined", 1e-12, 1.0, 1.0, 13)
+    assert select([law, finer], "ladder").equation == "law, refined"
 
 
 def test_parsimony_selection_prefers_the_simpler_near_best(task) -> None:

@@ -126,9 +126,11 @@ def test_cli_solve_with_the_embedded_model_gets_a_parsed_plan_and_a_solution(tmp
     """`python -m harness solve harness=default` end to end with the default embedded model (Qwen2.5-Coder-1.5B via
     llama.cpp, no extra install step) on a synthetic task, y = 2.5*x1*x2 + 1.2*x1**2, in the LLM-SR folder layout.
     What it shows of the model: its planner call returns a valid plan, parsed (no fallback), with hypotheses that
-    parse over the task's inputs. The recovered law is the whole pipeline's (its degree-2 terms are in the sparse
-    regression's library, so the engine side finds it without the model): this is not a test of the model's
-    contribution to accuracy (that is measured, docs/results.md)."""
+    parse over the task's inputs, and that plan reaches the engine: its hypotheses are fitted in the guided SR
+    run (kept ones seed it and join the pool, poor ones are dropped with a note). Without the model (a fallback
+    plan, no hypotheses) these fail. The recovered law is the whole pipeline's (its degree-2 terms are in the
+    sparse regression's library, so the engine side finds it without the model): this is not a test of the
+    model's contribution to accuracy (that is measured, docs/results.md)."""
     folder, out = _folder(tmp_path), tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "harness", "solve", "harness=default", f"data={folder}",
                            "sr.time_budget=3", "sr.population_size=200", f"hydra.run.dir={out}"],
@@ -151,6 +153,39 @@ def test_cli_solve_with_the_embedded_model_gets_a_parsed_plan_and_a_solution(tmp
         except ValueError:
             pass
     assert parsed, hypotheses  # at least one hypothesis is a usable equation over the task's inputs
+    [guided] = [n for n in nodes if n["kind"] == "sr" and n["parent"] == planner["id"]]
+    kept = [c for c in guided["candidates"] if c["source"] == "hypothesis"]
+    dropped = [note for note in guided["info"]["hypothesis_notes"] if note.startswith("hypothesis ")]
+    assert kept or dropped, guided["info"]  # the model's hypotheses were fitted in the run it planned
+    if kept:  # ... and the kept ones seeded the engine
+        assert guided["info"]["plan"]["seeds"], guided["info"]["plan"]
     x1, x2 = sympy.symbols("x1 x2")
     expr = sympy.sympify(result["expression"])
     assert abs(float(expr.subs({x1: 2.0, x2: -1.0})) - (2.5 * 2 * -1 + 1.2 * 4)) < 1e-2
+
+
+def test_named_starting_harnesses_are_accepted_wherever_a_harness_is(tmp_path: Path) -> None:
+    """``harness=initial`` (HarnessSR's start: generic prompts, none of the hand-made SR choices) and ``default`` in
+    the solve CLI, the regressor and the benchmark runner: a side-by-side with HarnessSR's start needs no file."""
+    from workflows.harness import hand_made_choices
+    from workflows.roles import initial_prompts
+
+    initial = FrozenHarness.resolve("initial")
+    assert initial.prompts == initial_prompts() and hand_made_choices(initial.description()) == {}
+    assert initial.digest == FrozenHarness.resolve("initial").digest != FrozenHarness.resolve("default").digest
+    assert "initial_harness" in initial.provenance["source"]
+
+    X = np.random.default_rng(0).uniform(1, 3, size=(120, 2))
+    model = HarnessRegressor(harness="initial", llm={"provider": SCRIPTED},
+                             sr_settings={"time_budget": 1, "population_size": 20, "generations": 3})
+    model.fit(X, 2.0 * X[:, 0] + X[:, 1] ** 2)
+    assert model.harness_.digest == initial.digest
+
+    folder, out = _folder(tmp_path), tmp_path / "run"
+    proc = _solve_cli("harness=initial", f"data={folder}", f"llm.provider={SCRIPTED}", "sr.time_budget=1",
+                      "sr.population_size=20", "sr.generations=3", f"hydra.run.dir={out}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads((out / "result.json").read_text())
+    assert result["llm_calls"] == 1 and result["solver_runs"] == 1  # one Planner -> SR branch, no unguided run
+    run = json.loads((out / "run.json").read_text())
+    assert run["config"]["sr_settings"]["unguided_run"] is False and run["config"]["sr_settings"]["combine_terms"] is False

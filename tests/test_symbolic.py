@@ -78,3 +78,42 @@ def test_an_sr_approximation_that_fits_to_3e_10_is_not_the_truth() -> None:
     match = task_symbolic_match(task, found)
     assert not match.equivalent and match.refit_nmse < 1e-8  # close numerically, not symbolically
     assert task_symbolic_match(task, "0.81201*v - 0.81199*x**2*v - 1.16*x - 0.15202*v**3").equivalent
+
+
+def _logistic_trajectory_task():
+    """One trajectory of the logistic law P' = 0.5*P*(1 - P/40) from P(0) = 1 (its exact solution), as
+    LSR-Synth samples a problem: the inputs (t, P) lie on one curve."""
+    from harness.core.task import Split, Task
+
+    t = np.linspace(0.0, 30.0, 600)
+    P = 40.0 / (1.0 + 39.0 * np.exp(-0.5 * t))
+    X = np.column_stack([t, P])
+    y = 0.5 * P * (1 - P / 40.0)
+    return Task(name="logistic", domain="biology", input_names=["t", "P"], input_descriptions=["time", "population"],
+                target_name="dP_dt", target_description="growth rate", train=Split(X[:400], y[:400]),
+                test_id=Split(X[400:540], y[400:540]), test_ood=Split(X[540:], y[540:]),
+                ground_truth="0.5*P*(1 - P/40.0)")
+
+
+def test_an_equation_that_follows_the_law_only_along_its_trajectory_is_not_the_law() -> None:
+    """Truth plus 0.3*(P - P(t)): the same values on the trajectory (P = P(t) there), another function off it.
+    Judged on the rows alone (the rule before 2026-12-07) it refits the truth's family exactly; off the
+    trajectory it does not."""
+    task = _logistic_trajectory_task()
+    found = "0.5*P*(1 - P/40.0) + 0.3*(P - 40.0/(1 + 39.0*exp(-0.5*t)))"
+    on_rows = task_symbolic_match(task, found, off_trajectory=False)
+    assert on_rows.equivalent and on_rows.method == "refit"  # what the old rule said
+    match = task_symbolic_match(task, found)
+    assert not match.equivalent
+    assert match.region_nmse > 1e-4 and "off them" in match.note
+    # the law itself, and a rewriting of it, still count off the trajectory
+    for law in ("0.5*P*(1 - P/40.0)", "0.50001*P - 0.0125*P**2"):
+        assert task_symbolic_match(task, law).equivalent, law
+
+
+def test_an_equation_undefined_where_the_law_is_defined_is_not_the_law() -> None:
+    task = _logistic_trajectory_task()
+    # log(P - 0.9*P(t)) is defined near the trajectory only: NaN over most of the box
+    found = "0.5*P*(1 - P/40.0) + 1e-9*log(P - 0.9*40.0/(1 + 39.0*exp(-0.5*t)))"
+    match = task_symbolic_match(task, found)
+    assert not match.equivalent and "not finite" in match.note

@@ -190,7 +190,7 @@ def run_harness(harness: Harness, task: Any, llm: Any, *, seed: int = 0, sr_sett
     ``sr_settings`` overrides single engine settings for this run only (e.g. the optimizer's shorter training
     runs); ``runner`` replaces ``workflows.runner.run_workflow`` (tests); ``control`` is a
     ``harness.runtime.interaction.RunControl`` (the user's guidance, pause / stop); ``shared_runs`` a
-    ``workflows.sr_steps.SharedRuns`` store for the runs no role influences (the optimizer's)."""
+    ``workflows.run_core.SharedRuns`` store for the runs no role influences (the optimizer's)."""
     if runner is None:
         from workflows.runner import run_workflow as runner
     settings = harness.sr_settings.updated(**dict(sr_settings or {}))

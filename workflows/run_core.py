@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from harness.core.candidates import NMSE_FLOOR, Candidate
 from harness.core.context import AgentContext, BudgetTracker
@@ -27,8 +27,6 @@ from harness.sr.tools import RunSRSearchTool
 from workflows.params import SRSettings, WorkflowParams, expected_llm_calls, expected_solver_runs
 from workflows.roles import ROLE_NAMES, role_agent_settings
 
-if TYPE_CHECKING:
-    from workflows.sr_steps import SharedRuns
 
 EXACT_FIT = "an exact fit was found (sr.stop_at_exact)"
 
@@ -75,6 +73,16 @@ class GuidedWindow:
             self._cond.wait_for(lambda: (tuple(self._ends), self._closed) != seen, timeout=max(0.0, timeout))
 
 
+class SharedRuns(Protocol):
+    """A store of SR runs that no role influences (the unguided run of a task and seed at the same engine
+    settings), so every harness that would make the same run reads the one already made: the optimizer's
+    candidates then share it exactly (common random numbers) and pay for it once. Values are JSON-safe dicts."""
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+    def put(self, key: str, value: dict[str, Any]) -> None: ...
+
+
 class WorkflowRun:
     """State and bookkeeping of one workflow run (one instance per run; not reusable)."""
 
@@ -97,7 +105,7 @@ class WorkflowRun:
         control: RunControl | None = None,
         shared_runs: SharedRuns | None = None,
     ):
-        self.shared_runs = shared_runs  # the unguided run read from / written to it (sr_steps.SharedRuns)
+        self.shared_runs = shared_runs  # the unguided run read from / written to it
         self.control = control  # the user's queued guidance and pause / stop, taken before each role call and SR run
         self.guidance: list[str] = []  # every message delivered so far: each later role call sees them
         missing = [r for r in params.roles_used() if not (prompts.get(r) or "").strip()]

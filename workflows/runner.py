@@ -37,8 +37,8 @@ from workflows.evolution import EvolutionSteps
 from workflows.params import SRSettings, WorkflowParams
 from workflows.roles import AnalystOutput, DiagnosisOutput, PlanOutput, default_prompts
 from workflows.role_steps import RoleSteps
-from workflows.run_core import EXACT_FIT
-from workflows.sr_steps import SharedRuns, SRSteps
+from workflows.run_core import EXACT_FIT, SharedRuns
+from workflows.sr_steps import SRSteps
 
 
 @dataclass
@@ -265,7 +265,7 @@ def run_workflow(
     ``control``: the user's queued guidance (every later role prompt carries it) and pause / resume / stop,
     taken before each role call and SR run (``harness.runtime.interaction``).
     ``shared_runs``: where the unguided run is read from when another run already made it with the same task,
-    seed and engine settings (``workflows.sr_steps.SharedRuns``; the optimizer's evaluation cache), else written.
+    seed and engine settings (``workflows.run_core.SharedRuns``; the optimizer's evaluation cache), else written.
     """
     if isinstance(params, dict):
         params = WorkflowParams.model_validate(params)

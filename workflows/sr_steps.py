@@ -13,7 +13,7 @@ import json
 import math
 import time
 from dataclasses import asdict, replace
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import numpy as np
 
@@ -31,23 +31,13 @@ from harness.tools.base import ToolCallResult
 from workflows.evidence import Branch, describe, short_equation
 from workflows.params import engine_seed
 from workflows.roles import PlanOutput
-from workflows.run_core import WorkflowRun
+from workflows.run_core import SharedRuns, WorkflowRun
 
 ENGINE_INFO_KEYS = ("generations", "gp_seconds", "n_seeds", "n_injected", "continued", "front_size")
 PRECISION_SECONDS = 10.0  # the precision polish's share of a solve, at most (several refits of a few candidates)
 PRECISION_TOP = 3  # the pool's best candidates polished
 SPARSE_SECONDS = 20.0  # the sparse regression's share of a solve: a third of one SR run's seconds, 1 to 20 s (3
 # libraries, refits most promising first: 5-15 s on ~3,000 rows after 60 s runs, 2 cores)
-
-
-class SharedRuns(Protocol):
-    """A store of SR runs that no role influences (the unguided run of a task and seed at the same engine
-    settings), so every harness that would make the same run reads the one already made: the optimizer's
-    candidates then share it exactly (common random numbers) and pay for it once. Values are JSON-safe dicts."""
-
-    def get(self, key: str) -> dict[str, Any] | None: ...
-
-    def put(self, key: str, value: dict[str, Any]) -> None: ...
 
 
 def shared_run_key(task: Any, plan: SearchPlan, backend: str, fit: Any) -> str:

@@ -26,7 +26,7 @@ from pydantic import (
 from harness.sr.settings import DEFAULT_BACKEND
 from harness.app.solution import Solution
 from harness.core.jsonio import json_safe, write_text_atomic
-from workflows.harness import Harness, run_harness, shipped_harness
+from workflows.harness import STARTING_HARNESSES, Harness, run_harness, shipped_harness
 from workflows.identity import llm_identity
 from workflows.params import SRSettings, WorkflowParams
 
@@ -189,12 +189,27 @@ class FrozenHarness(Harness):
 
     @classmethod
     def resolve(cls, spec: "FrozenHarness | str | os.PathLike | None") -> "FrozenHarness":
-        """``default`` (or None), a path, or a harness: what ``harness=...`` means in configs and the regressor."""
+        """``default`` (or None), ``initial``, a path, or a harness: what ``harness=...`` means in configs, the
+        regressor, the benchmark runner and the scripts."""
         if isinstance(spec, FrozenHarness):
             return spec
         if spec is None or str(spec) == "default":
             return cls.default()
+        if str(spec) in STARTING_HARNESSES:
+            return cls.named(str(spec))
         return cls.load(spec)
+
+    @classmethod
+    def named(cls, name: str) -> "FrozenHarness":
+        """A starting harness of ``workflows.harness.STARTING_HARNESSES`` frozen untrained (``initial``: HarnessSR's
+        start, for side-by-side runs with it). Its provenance names the code, not a git state, so its digest is
+        the same on every checkout of the same code (a benchmark folder keyed on it resumes across commits)."""
+        if name == "default":
+            return cls.default()
+        return cls.from_harness(STARTING_HARNESSES[name](), {
+            "source": f"workflows.harness.{STARTING_HARNESSES[name].__name__}(), not trained",
+            "training_tasks": [], "scores": {}, "solver_executions": 0, "seeds": [],
+            "code_version": {"package": code_version()["package"], "git": None}})
 
     # -- construction ---------------------------------------------------------------------------------------
     @classmethod

@@ -11,6 +11,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "compute_metrics": "harness.core.evaluator",
     "Task": "harness.core.task",
     "TaskError": "harness.core.task",
+    "TaskDataMissing": "harness.core.task",
     "Split": "harness.core.task",
     "Candidate": "harness.core.candidates",
     "pareto_front": "harness.core.candidates",

@@ -343,7 +343,8 @@ def sparse_candidates(ctx: Any, residual: np.ndarray, settings: BasisSettings = 
     """Sparse regressions of the target over ``ctx``'s training rows, one per library of ``settings.libraries``
     (:func:`standard_library`; its waves at the frequencies of ``residual``, what the pool's best leaves, and of
     the target; a library naming ``"pool"`` also holds :func:`pool_terms` of ``pool``). Each runs SINDy's
-    thresholding (``SPARSE_GRID``) and a forward stepwise path (:func:`forward_path`); the distinct sparse
+    thresholding (``SPARSE_GRID``) and a forward stepwise path (:func:`forward_path`; a library naming ``"pool"``
+    the path alone: its terms are collinear with the library's); the distinct sparse
     combinations are refitted with every constant free (``evaluate_candidate``), lowest linear error first until
     ``deadline``, and returned as candidates (source "sparse")."""
     import time

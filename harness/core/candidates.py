@@ -1,4 +1,5 @@
-"""Candidate equations and the deterministic selection rule shared by every search path."""
+"""Candidate equations and their deterministic selection rules: :func:`select_best` (the accuracy rule, used inside
+pools) and :func:`select`, the final pick under ``sr.selection`` (the precision ladder in the shipped harness)."""
 
 from __future__ import annotations
 

@@ -13,15 +13,12 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from harness.core.candidates import Candidate
 from harness.core.task import Split, Task
-
-if TYPE_CHECKING:  # a type only: the engine never imports the SR layer (pyproject: exclude_type_checking_imports)
-    from harness.sr.settings import SearchSettings
 
 
 class BudgetExhausted(Exception):
@@ -189,7 +186,9 @@ class AgentContext:
     cancel_event: threading.Event = field(default_factory=threading.Event)
     llm: Any = None
     state: Any = None  # the SearchRunState when a run records one
-    search: SearchSettings | None = None  # what the run's SR tools are held to (None: harness.sr's defaults)
+    # what the run's SR tools are held to: a harness.sr.settings.SearchSettings (None: harness.sr's defaults); typed
+    # as Any because the core never imports the layer above it, not even for a type (pyproject's import contracts)
+    search: Any = None
     extras: dict[str, Any] = field(default_factory=dict)  # per-run caches of tools (e.g. an experience buffer)
     _train: Split | None = field(default=None, init=False, repr=False)
     _valid: Split | None = field(default=None, init=False, repr=False)

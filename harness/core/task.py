@@ -42,6 +42,11 @@ class TaskError(ValueError):
     """A task or its data is unusable; the message names the task/file, column and problem."""
 
 
+class TaskDataMissing(TaskError):
+    """The files a task source reads are not on this machine (the message says where they were looked for and
+    where to get them): a caller with another source to fall back on may say so and use it."""
+
+
 def is_constant(y: Any) -> bool:
     """True when the target's range is at most ``CONSTANT_RTOL`` of its largest magnitude: the one test (the table
     loaders and :class:`Task` use it). Relative, so the scale of the units never decides: a target of order 1e-13

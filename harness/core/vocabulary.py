@@ -40,8 +40,8 @@ UNARY_OPERATORS: tuple[str, ...] = tuple(UNARY_FUNCTIONS) + ("inv", "neg")
 OPERATORS: tuple[str, ...] = BINARY_OPERATORS + UNARY_OPERATORS
 BASE_OPERATORS: tuple[str, ...] = ("add", "sub", "mul", "div")  # every search has these
 # ``pow`` (a**b, Operon fits a constant exponent like any constant) reaches fractional powers such as P**0.33 and
-# A**1.5: on 8 lsr_like training laws (seed 0, 2 x 60 s) it lifted the harness from SA 0.125 to 0.375 and
-# acc_0.001 OOD 0.125 to 0.500 (docs/decisions.md).
+# A**1.5: on 8 lsr_like training laws (seed 0, 2 x 60 s) it lifted the harness from SA 0.125 to 0.375 (SA by the
+# rows-only rule before 2026-12-07) and acc_0.001 OOD 0.125 to 0.500 (docs/decisions.md).
 DEFAULT_OPERATORS: tuple[str, ...] = BASE_OPERATORS + ("sin", "cos", "exp", "log", "sqrt", "square", "pow")
 # The engine's basic operator set (the default without ``pow``): what HarnessSR's initial harness searches with.
 BASIC_OPERATORS: tuple[str, ...] = tuple(o for o in DEFAULT_OPERATORS if o != "pow")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from harness.llm.failures import LLMError, call_deadline
+from harness.llm.usage import UsageCounter
 
 Message = dict[str, Any]
 
@@ -68,48 +69,6 @@ class LLMResponse:
         if self.tool_calls:
             msg["tool_calls"] = [tc.to_openai() for tc in self.tool_calls if tc.parse_error is None]
         return msg
-
-
-class UsageCounter:
-    """Thread-safe usage accounting for one client.
-
-    ``calls``: ``complete()`` invocations; ``responses``: samples returned; ``failures``: invocations that ended
-    in :class:`LLMError`; ``retries``: extra attempts after transient errors; ``seconds``: wall time spent inside
-    ``complete()``.
-    """
-
-    FIELDS = ("calls", "responses", "prompt_tokens", "completion_tokens", "failures", "retries", "seconds")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.calls = 0
-        self.responses = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.failures = 0
-        self.retries = 0
-        self.seconds = 0.0
-
-    def add(self, **deltas: float) -> None:
-        with self._lock:
-            for key, value in deltas.items():
-                if key not in self.FIELDS:
-                    raise KeyError(f"unknown usage field {key!r}")
-                setattr(self, key, getattr(self, key) + value)
-
-    def record(self, responses: list[LLMResponse], seconds: float) -> None:
-        """Account one successful ``complete()`` call."""
-        self.add(
-            calls=1,
-            responses=len(responses),
-            prompt_tokens=sum(r.prompt_tokens for r in responses),
-            completion_tokens=sum(r.completion_tokens for r in responses),
-            seconds=seconds,
-        )
-
-    def snapshot(self) -> dict[str, float]:
-        with self._lock:
-            return {key: getattr(self, key) for key in self.FIELDS}
 
 
 # -- the request ----------------------------------------------------------------------------------------------------

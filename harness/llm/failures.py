@@ -10,10 +10,9 @@ import random
 import time
 from dataclasses import dataclass
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator, Literal, TypeVar
+from typing import Callable, Iterator, Literal, TypeVar
 
-if TYPE_CHECKING:
-    from harness.llm.base import UsageCounter
+from harness.llm.usage import UsageCounter
 
 T = TypeVar("T")
 

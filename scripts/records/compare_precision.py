@@ -1,7 +1,7 @@
 """Does the precision polish pay? Replayed on recorded solves: the pool's best three of each solve, polished or not,
 selected by validation error or by the precision ladder, side by side on the same (task, seed) pairs.
 
-    python scripts/compare_precision.py [--matrix docs/data/outcome_matrix.jsonl] [--arm shipped] [--seconds 10]
+    python scripts/records/compare_precision.py [--matrix docs/data/outcome_matrix.jsonl] [--arm shipped] [--seconds 10]
         [--markdown out.md]
 
 The outcome matrix (``scripts/outcome_matrix.py``) keeps each solve's three best equations by validation error:

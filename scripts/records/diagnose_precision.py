@@ -1,6 +1,6 @@
 """Close, not exact: why a solve passes acc_0.01 but fails acc_0.001 or "every point" (issue 55's diagnosis).
 
-    python scripts/diagnose_precision.py [--matrix docs/data/outcome_matrix.jsonl] [--arm shipped]
+    python scripts/records/diagnose_precision.py [--matrix docs/data/outcome_matrix.jsonl] [--arm shipped]
         [--markdown out.md]
 
 Reads the outcome matrix (``scripts/outcome_matrix.py``: lsr_like *training* laws, two seeds; each record holds the
@@ -28,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling diagnose_laws' term skeletons
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: diagnose_laws' term skeletons
 
 import benchmarks  # noqa: E402
 from diagnose_laws import terms  # noqa: E402

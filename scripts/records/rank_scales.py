@@ -1,6 +1,6 @@
 """Do short training SR runs rank harnesses as the solve's 60 s runs do? (The optimizer's training scale.)
 
-    python scripts/rank_scales.py [--out runs/rank_scales] [--scales 0.05 0.25 1.0] [--seeds 0]
+    python scripts/records/rank_scales.py [--out runs/rank_scales] [--scales 0.05 0.25 1.0] [--seeds 0]
         [--sample 8] [--harnesses initial unguided combine pow initial+sr shipped]
 
 A handful of harnesses that span what the optimizer chooses between (HarnessSR's initial harness, each hand-made

@@ -1,9 +1,9 @@
 """How often would the optimizer's acceptance rules accept noise? A sign-flip argument on recorded outcomes.
 
-    python scripts/paired_rule.py RUN_DIR [RUN_DIR ...] [--metric frac_within_0.01] [--split test_id+test_ood]
+    python scripts/records/paired_rule.py RUN_DIR [RUN_DIR ...] [--metric frac_within_0.01] [--split test_id+test_ood]
         [--min-pairs 4] [--min-net-wins 2] [--alpha 0.125] [--margin 0.01]
 
-Reads every evaluation in each folder's ``evals.db`` (an optimizer run, or ``scripts/rank_scales.py``'s folder),
+Reads every evaluation in each folder's ``evals.db`` (an optimizer run, or ``scripts/records/rank_scales.py``'s folder),
 and for every two harnesses evaluated on at least ``--min-pairs`` common (task, seed) pairs takes the per-pair
 differences of their score. If the two were equally good, each difference would be as likely positive as negative
 (the pairs share tasks and engine seeds; only the harness differs): so flipping the signs at random gives the

@@ -1,6 +1,6 @@
 """Would the generic basis (harness.core.basis) have changed a solve? Post hoc on stored pools, no new SR run.
 
-    python scripts/compare_basis.py RUN_DIR_OR_RESULTS [...] [--split train|test] [--n-per-domain 4]
+    python scripts/records/compare_basis.py RUN_DIR_OR_RESULTS [...] [--split train|test] [--n-per-domain 4]
         [--llm-sr DATA/llm-sr] [--sparse 'trig' 'trig;trig,abs,tanh,localized/stlsq,forward' ...]
 
 For every stored solve (``scripts/bench_harness.py``'s harness records with their run folders, an optimizer /

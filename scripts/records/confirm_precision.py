@@ -4,7 +4,7 @@ same solves would have returned without them, on the same (task, seed) pairs.
     python scripts/bench_harness.py --out runs/precision_60s_s0 --suite lsr_like --split train --n-per-domain 2 \
         --option max_rows=1000 --option seed=0 --llm-sr '' --arms harness \
         --sr precision_polish=true --sr selection=ladder --seed 0        # and --seed 1 into runs/precision_60s_s1
-    python scripts/confirm_precision.py runs/precision_60s_s0 runs/precision_60s_s1 --split train --n-per-domain 2 \
+    python scripts/records/confirm_precision.py runs/precision_60s_s0 runs/precision_60s_s1 --split train --n-per-domain 2 \
         --option max_rows=1000 --option seed=0 [--markdown out.md]
 
 Why this pairing is exact: the polish runs after the last SR run and only adds candidates to the pool, so the
@@ -27,7 +27,7 @@ from typing import Any
 from harness.core.candidates import Candidate, select
 from harness.core.symbolic import task_symbolic_match
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench_harness
 from bench_harness import load_tasks  # noqa: E402
 
 SPLITS = ("test_id", "test_ood")
