@@ -135,6 +135,8 @@ def build_context(
         keep_run_dirs=settings.keep_run_dirs,
         runner=runner,
         time_scale=settings.train_time_scale,
+        work_rate=settings.work_rate,
+        time_guard=settings.time_guard,
         executor=executor,
         llm_config=llm_config,
         share_runs=settings.share_runs,

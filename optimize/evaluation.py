@@ -85,6 +85,8 @@ class Evaluator:
         keep_run_dirs: bool = True,
         runner: Runner | None = None,
         time_scale: float = 1.0,
+        work_rate: float | None = None,
+        time_guard: float = 3.0,
         executor: SolveExecutor | None = None,
         llm_config: Mapping[str, Any] | None = None,
         share_runs: bool = True,
@@ -103,6 +105,8 @@ class Evaluator:
         self.keep_run_dirs = keep_run_dirs
         self._runner = runner
         self.time_scale = float(time_scale)
+        self.work_rate = float(work_rate) if work_rate else None
+        self.time_guard = float(time_guard)
         self._trace_lock = threading.Lock()
         self._budget_lock = threading.Lock()
         self.trace_path = self.run_dir / "trace.jsonl"
@@ -147,15 +151,21 @@ class Evaluator:
     def as_run(self, spec: Harness, time_scale: float | None = None) -> Harness:
         """The harness as it is run: each SR run ``time_scale`` times its solve seconds (None: the training scale,
         the optimizer's shortcut for speed, with ``stop_at_exact`` when the evaluator has it; 1: the harness's own
-        solve budget). The cache key is the digest of what ran, so short training runs and full solves are never
-        mixed up."""
+        solve budget). A shortened run is bounded by work when the evaluator has a ``work_rate``: it ends after
+        that many generations per second of its share, with ``time_guard`` times the share as its seconds (a
+        guard), so the same (harness, task, seed) always has the same outcome. The cache key is the digest of
+        what ran, so short training runs and full solves are never mixed up."""
         training = time_scale is None
         scale = self.time_scale if training else float(time_scale)
         if training and self.stop_at_exact and not spec.settings.stop_at_exact:  # no further pay once solved
             spec = spec.with_sr_settings(stop_at_exact=True)
         if scale == 1.0:
             return spec
-        return spec.with_sr_settings(time_budget=spec.settings.time_budget * scale)
+        seconds = spec.settings.time_budget * scale
+        if self.work_rate:
+            return spec.with_sr_settings(time_budget=seconds * self.time_guard,
+                                         generations=max(1, round(self.work_rate * seconds)))
+        return spec.with_sr_settings(time_budget=seconds)
 
     def evaluate(
         self, spec: Harness, tasks: Sequence[Any], seeds: Sequence[int] = (0,), *, stage: str, label: str = "",

@@ -48,6 +48,7 @@ class EvalRecord:
     run_dir: str | None = None
     label: str = ""
     worker: dict[str, Any] = field(default_factory=dict)  # who ran it (harness.app.remote.WorkerInfo)
+    guard_hits: int = 0  # work-bound SR runs that reached their seconds guard before their generations
     cached: bool = False
 
     @property
@@ -119,6 +120,21 @@ def _candidate_summary(cand: Any, split: str) -> dict[str, Any]:
     }
 
 
+def guard_hits(state: Any) -> int:
+    """SR runs of a solve that ended before the generations their plan asked for (below the engine's default of
+    10,000, i.e. a work-bound run): their seconds guard stopped them, so their outcome depends on the machine."""
+    hits = 0
+    for node in getattr(state, "nodes", None) or []:
+        if str(getattr(node, "kind", "")) != "sr":
+            continue
+        info = getattr(node, "info", None) or {}
+        asked = (info.get("plan") or {}).get("generations")
+        done = (info.get("engine") or {}).get("generations")
+        if asked is not None and done is not None and int(asked) < 10_000 and int(done) < int(asked):
+            hits += 1
+    return hits
+
+
 def build_record(
     spec: Harness, task: Any, seed: int, stage: str, label: str, result: Any, seconds: float,
     run_dir: Path | None, *, metric: str, score_split: str,
@@ -169,6 +185,7 @@ def build_record(
         run_dir=str(out_dir) if out_dir is not None else None,
         label=label,
         worker=worker_info().to_dict(),
+        guard_hits=guard_hits(state),
         cached=False,
     )
 

@@ -194,6 +194,14 @@ class OptimizeSettings(_Model):
     force: bool = Field(False, description="Rerun stages whose results the run folder already holds.")
     train_time_scale: float = Field(1.0, gt=0.0, le=1.0,
         description="Stages 1-3 run SR at this share of the solve seconds (the frozen harness keeps its own).")
+    work_rate: float | None = Field(None, gt=0.0,
+        description="Engine generations per second of a shortened SR run (training, gate, a shortened held-out "
+                    "table): such a run ends after `work_rate` x its seconds generations, so one (harness, task, "
+                    "seed) has one outcome, and its seconds become a guard of `time_guard` times them (a run that "
+                    "reaches the guard is marked). Unset: every run ends by seconds, as a user's solve does. "
+                    "Calibrated per preset on a 2-core CPU (scripts/calibrate_work.py).")
+    time_guard: float = Field(3.0, ge=1.0,
+        description="A work-bound run's seconds cap, as a multiple of the seconds its work is calibrated to.")
     task_workers: int = Field(1, ge=1, description="Tasks evaluated at once.")
     branch_workers: int | None = Field(1, description="SR runs of one solve at once (unset: by cores).")
     keep_run_dirs: bool = Field(True, description="Keep every evaluation's run folder (nodes.jsonl, result.json).")

@@ -295,6 +295,7 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
     if scale != 1.0:
         info["target_scale"] = scale
 
+    done_before = 0
     if held is not None:
         # continue the earlier run's population (same inputs and operators), with the new seeds injected: a
         # split search then searches what one longer run would, plus the guidance
@@ -311,6 +312,7 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
     elif usable_seeds and kwargs["generations"] > 1:
         reg = SymbolicRegressor(**{**kwargs, "generations": 1})
         reg.fit(X_eng, y)
+        done_before = 1  # the generation that made the population the seeds are injected into
         individuals = _seed_individuals(op, reg, usable_seeds, names, context.variables, X_eng, y, warnings)
         reg.individuals_ = _inject(list(reg.individuals_), individuals, kwargs["population_size"])
         info["n_injected"] = min(len(individuals), max(1, kwargs["population_size"] // 4))
@@ -318,6 +320,8 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
         reg.set_params(warm_start=True, generations=kwargs["generations"] - 1, max_time=left)
         if not context.cancelled():
             reg.fit(X_eng, y)
+        else:
+            done_before = 0  # stats_ still counts the first fit
     else:
         reg = SymbolicRegressor(**kwargs)
         reg.fit(X_eng, y)
@@ -327,7 +331,7 @@ def run_operon(plan: SearchPlan, context: AgentContext, *, max_seconds: float | 
         _POPULATIONS[str(key)] = reg
         while len(_POPULATIONS) > MAX_KEPT_POPULATIONS:
             _POPULATIONS.pop(next(iter(_POPULATIONS)))
-    info["generations"] = int(reg.stats_.get("generations", 0))
+    info["generations"] = int(reg.stats_.get("generations", 0)) + done_before  # the run's, all its fits
     info["gp_wall_seconds"] = round(time.perf_counter() - t0, 3)
 
     texts = _front_texts(reg, names)
