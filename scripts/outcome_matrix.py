@@ -1,16 +1,19 @@
-"""Run the outcome matrix: harness variants x lsr_like *training* laws x engine seeds at the training seconds.
+"""Run the outcome matrix: harness variants x *training* laws x engine seeds at the training seconds.
 
-    python scripts/outcome_matrix.py [--out runs/outcome_matrix] [--per-domain 6] [--seeds 0 1]
-        [--time-scale 0.25] [--part 1/4] [--arms initial all_four ...] [--export docs/data/outcome_matrix.jsonl]
+    python scripts/outcome_matrix.py [--out runs/outcome_matrix] [--suite lsr_like] [--per-domain 6] [--seeds 0 1]
+        [--time-scale 0.25] [--work-rate R] [--part 1/4] [--arms initial all_four ...]
+        [--export docs/data/outcome_matrix.jsonl]
 
 The arms (``optimize.matrix.matrix_arms``: the initial harness, each hand-made SR choice alone, all four, the shipped
 default, a tiny engine population) run pair by pair on the same (task, seed) pairs with the optimizer's own
-evaluator, as ``optimize=small`` trains: SR runs at ``--time-scale`` x 60 s (0.25: 15 s), stop at an exact fit,
+evaluator, as ``optimize=small`` trains: SR runs at ``--time-scale`` x 60 s (0.25: 15 s; with ``--work-rate`` bound by
+that many generations per second of it, the seconds a guard: ``optimize.work_rate``), stop at an exact fit,
 the unguided run of a (task, seed) made once per engine setting and shared, the model's answers cached. Everything
 is cached in ``<out>/evals.db`` and ``<out>/llm_cache.db``: a killed run resumes, and ``--part K/N`` runs the K-th of
 N slices of the pairs, so the matrix can be built in parts. ``--export`` writes every finished (arm, task, seed) as
 the data file ``optimize.matrix.OutcomeMatrix`` reads (runs nothing new with ``--export-only``). Held-out (test)
-laws are never loaded: the tasks come from the suite's ``split=train``.
+laws are never loaded: the tasks come from the suite's ``split=train`` (``--suite``: ``lsr_like``, our own laws, or
+``lsr_synth_laws``, LSR-Synth's own training laws).
 """
 
 from __future__ import annotations
@@ -35,9 +38,11 @@ LLM = {"provider": "local", "model": "qwen2.5-coder-1.5b-instruct", "max_tokens"
        "max_retries": 1, "temperature": 0.7}
 
 
-def training_tasks(per_domain: int) -> list:
-    """The first ``per_domain`` training laws of each lsr_like domain (the optimizer's own draw takes from these)."""
-    tasks = benchmarks.load_suite("lsr_like", split="train", n_per_domain=per_domain, seed=0, max_rows=1000)
+def training_tasks(per_domain: int, suite: str = "lsr_like") -> list:
+    """The first ``per_domain`` training laws of each domain of ``suite`` (the optimizer's own draw takes from
+    these), at the optimizer's training rows."""
+    options = {"seed": 0} if suite == "lsr_like" else {}
+    tasks = benchmarks.load_suite(suite, split="train", n_per_domain=per_domain, max_rows=1000, **options)
     assert all(t.metadata.get("split", "train") == "train" for t in tasks), "the matrix never holds test laws"
     return tasks
 
@@ -47,7 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/outcome_matrix")
     parser.add_argument("--per-domain", type=int, default=6)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--suite", default="lsr_like", choices=("lsr_like", "lsr_synth_laws"))
     parser.add_argument("--time-scale", type=float, default=0.25)
+    parser.add_argument("--work-rate", type=float, default=None,
+                        help="bound each SR run by work: generations per second of its share (optimize.work_rate)")
+    parser.add_argument("--time-guard", type=float, default=3.0,
+                        help="a work-bound run's seconds cap, times its share (optimize.time_guard; raise it to build "
+                             "the matrix on a busy machine: the outcomes do not depend on it unless a guard is hit)")
     parser.add_argument("--part", default="1/1", help="K/N: run the K-th of N slices of the (task, seed) pairs")
     parser.add_argument("--arms", nargs="+", default=None)
     parser.add_argument("--export", default=None, help="write the finished outcomes to this data file")
@@ -58,13 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     arms = matrix_arms(LLM)
     if args.arms:
         arms = {k: v for k, v in arms.items() if k in args.arms}
-    tasks = training_tasks(args.per_domain)
+    tasks = training_tasks(args.per_domain, args.suite)
     pairs = [(t, s) for s in args.seeds for t in tasks]  # seed-major: a first seed over every task comes first
     k, n = (int(x) for x in args.part.split("/"))
     mine = pairs[(k - 1) * len(pairs) // n : k * len(pairs) // n]  # contiguous: part 1/2 is the first seed
     llm = CachedLLM(make_client(LLM), out / "llm_cache.db")
     evaluator = Evaluator(out, llm, metric="log_nmse", score_split="test_id+test_ood", time_scale=args.time_scale,
-                          stop_at_exact=True, keep_run_dirs=False)
+                          work_rate=args.work_rate, time_guard=args.time_guard, stop_at_exact=True, keep_run_dirs=False)
     started = time.time()
     try:
         if not args.export_only:
@@ -90,15 +101,17 @@ def export(evaluator: Evaluator, arms: dict, tasks: list, args: argparse.Namespa
                 held = evaluator.cache.get(evaluator.as_run(spec).identity_digest, task.fingerprint(), seed)
                 if held is not None:
                     outcomes.append(outcome_of(name, EvalRecord.from_dict(held), domain=task.domain))
-    run = (f"python scripts/outcome_matrix.py --out {shlex.quote(args.out)} --per-domain {args.per_domain} --seeds "
-           f"{' '.join(map(str, args.seeds))} --time-scale {args.time_scale:g}"
+    run = (f"python scripts/outcome_matrix.py --out {shlex.quote(args.out)} --suite {args.suite} --per-domain "
+           f"{args.per_domain} --seeds {' '.join(map(str, args.seeds))} --time-scale {args.time_scale:g}"
+           + (f" --work-rate {args.work_rate:g} --time-guard {args.time_guard:g}" if args.work_rate else "")
            + (f" --arms {' '.join(args.arms)}" if args.arms else ""))
     header = {
         "command": run,  # what made the outcomes (in parts: add --part K/N); --export writes this file from its cache
         "created": time.strftime("%Y-%m-%d"),
         "machine": f"{cpu_description()['model']}, {os.cpu_count()} cores",
-        "suite": "lsr_like, split=train (training laws only)", "per_domain": args.per_domain, "seeds": args.seeds,
+        "suite": f"{args.suite}, split=train (training laws only)", "per_domain": args.per_domain, "seeds": args.seeds,
         "time_scale": args.time_scale, "sr_seconds_per_run": 60 * args.time_scale, "stop_at_exact": True,
+        "work_rate": args.work_rate, "time_guard": evaluator.time_guard,
         "llm": LLM, "arms": {name: spec.identity_digest for name, spec in arms.items()},
         "tasks": [t.name for t in tasks],
     }
