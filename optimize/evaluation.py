@@ -148,33 +148,35 @@ class Evaluator:
         return max(0, int(limit) - self.stage_solver_runs(stage))
 
     # -- evaluation -----------------------------------------------------------------------------------------
-    def as_run(self, spec: Harness, time_scale: float | None = None) -> Harness:
+    def as_run(self, spec: Harness, time_scale: float | None = None, by_work: bool | None = None) -> Harness:
         """The harness as it is run: each SR run ``time_scale`` times its solve seconds (None: the training scale,
         the optimizer's shortcut for speed, with ``stop_at_exact`` when the evaluator has it; 1: the harness's own
         solve budget). A shortened run is bounded by work when the evaluator has a ``work_rate``: it ends after
         that many generations per second of its share, with ``time_guard`` times the share as its seconds (a
-        guard), so the same (harness, task, seed) always has the same outcome. The cache key is the digest of
-        what ran, so short training runs and full solves are never mixed up."""
+        guard), so the same (harness, task, seed) always has the same outcome; ``by_work=True`` bounds a full-length
+        run so too (``freeze.heldout_work``). The cache key is the digest of what ran, so short training runs and
+        full solves are never mixed up."""
         training = time_scale is None
         scale = self.time_scale if training else float(time_scale)
         if training and self.stop_at_exact and not spec.settings.stop_at_exact:  # no further pay once solved
             spec = spec.with_sr_settings(stop_at_exact=True)
-        if scale == 1.0:
+        work = bool(self.work_rate) and (scale < 1.0 if by_work is None else by_work)
+        if scale == 1.0 and not work:
             return spec
         seconds = spec.settings.time_budget * scale
-        if self.work_rate:
+        if work:
             return spec.with_sr_settings(time_budget=seconds * self.time_guard,
                                          generations=max(1, round(self.work_rate * seconds)))
         return spec.with_sr_settings(time_budget=seconds)
 
     def evaluate(
         self, spec: Harness, tasks: Sequence[Any], seeds: Sequence[int] = (0,), *, stage: str, label: str = "",
-        reserve: int = 0, time_scale: float | None = None,
+        reserve: int = 0, time_scale: float | None = None, by_work: bool | None = None,
     ) -> EvalSummary:
         """Score ``spec`` on every (task, seed), its SR runs at ``time_scale`` of its solve seconds (None: the
         training scale; see :meth:`as_run`); raises :class:`StageBudgetSpent` when a new run is not affordable
         (fewer than ``reserve`` + 1 of the stage's solver executions left)."""
-        spec = self.as_run(spec, time_scale)
+        spec = self.as_run(spec, time_scale, by_work)
         pairs = [(task, int(seed)) for task in tasks for seed in seeds]
         if self.executor.remote:
             records = self._evaluate_remote(spec, pairs, stage=stage, label=label, reserve=reserve)
@@ -188,15 +190,15 @@ class Evaluator:
 
     def evaluate_side_by_side(
         self, specs: Mapping[str, Harness], tasks: Sequence[Any], seeds: Sequence[int] = (0,), *, stage: str,
-        time_scale: float | None = None,
+        time_scale: float | None = None, by_work: bool | None = None,
     ) -> dict[str, EvalSummary]:
         """Several harnesses on every (task, seed) of ``tasks`` x ``seeds`` (:meth:`evaluate_pairs`)."""
         return self.evaluate_pairs(specs, [(task, seed) for task in tasks for seed in seeds], stage=stage,
-                                   time_scale=time_scale)
+                                   time_scale=time_scale, by_work=by_work)
 
     def evaluate_pairs(
         self, specs: Mapping[str, Harness], pairs: Sequence[tuple[Any, int]], *, stage: str,
-        time_scale: float | None = None,
+        time_scale: float | None = None, by_work: bool | None = None,
     ) -> dict[str, EvalSummary]:
         """Several harnesses on the same (task, seed) pairs, pair by pair (every harness on one pair, then the
         next), so a machine that gets busier or quieter meanwhile slows them alike: what the races and the stage
@@ -205,8 +207,8 @@ class Evaluator:
         for task, seed in pairs:
             for name, spec in specs.items():
                 records[name] += self.evaluate(spec, [task], [seed], stage=stage, label=name,
-                                               time_scale=time_scale).records
-        return {name: summarize(self.as_run(specs[name], time_scale).identity_digest, recs)
+                                               time_scale=time_scale, by_work=by_work).records
+        return {name: summarize(self.as_run(specs[name], time_scale, by_work).identity_digest, recs)
                 for name, recs in records.items()}
 
     def scorer(self, stage: str, time_scale: float | None = None) -> Scorer:

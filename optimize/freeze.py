@@ -145,7 +145,8 @@ def evaluate_stages(ctx: OptimizeContext, specs: dict[str, Harness], picked: str
              for stage, spec in curve.items() if f.train and stage != "default"}
     on_held = {stage: spec for stage, spec in curve.items() if f.heldout or stage in ("baseline", "default", picked)}
     held = ctx.evaluator.evaluate_side_by_side(on_held, ctx.tasks.heldout, ctx.seeds, stage=STAGE,
-                                               time_scale=f.heldout_time_scale) if ctx.tasks.heldout else {}
+                                               time_scale=f.heldout_time_scale,
+                                               by_work=True if f.heldout_work else None) if ctx.tasks.heldout else {}
     rows: dict[str, dict[str, Any]] = {}
     for stage, spec in curve.items():
         if stage not in train and stage not in held:

@@ -166,6 +166,9 @@ class FreezeSettings(_Model):
         description="The stage curve on the held-out tasks (false: only the start, the pick and the shipped "
                     "default).")
     time_scale: float = Field(1.0, gt=0.0, le=1.0, description="The gate's share of the solve seconds.")
+    heldout_work: bool = Field(False, description="Bound the held-out table's SR runs by work even at the full "
+                               "solve seconds (`optimize.work_rate` x its seconds generations, the seconds a guard): "
+                               "the table is then repeatable and may run beside other work.")
     heldout_time_scale: float = Field(1.0, gt=0.0, le=1.0,
         description="The held-out curve's share of the solve seconds.")
 
