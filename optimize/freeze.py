@@ -274,6 +274,7 @@ def run_freeze(ctx: OptimizeContext) -> dict[str, Any]:
             "rows": rows, "solver_runs_cumulative": cumulative,
             "metric": ctx.settings.metric, "score_split": ctx.settings.score_split,
             "tasks": {"benchmark": ctx.tasks.benchmark, "note": ctx.tasks.note, **ctx.tasks.names()},
+            "guard_hits": sum(int(r.get("guard_hits") or 0) for r in ctx.evaluator.cache.records()),
             "harness_path": str(ctx.folder.harness_path), "digest": frozen.digest}
 
 

@@ -14,6 +14,7 @@ from optimize.costs import cost_rows, cost_table, early_stop_savings, llm_cache_
 from optimize.report_format import CURVE, STAGES, fmt, stage_title
 from optimize.report_plots import plot_history, plot_refinement, plot_stage_scores
 from optimize.runfolder import RunFolder
+from optimize.summary import learned
 
 def _stage_table(freeze: dict[str, Any]) -> list[str]:
     rows, metric = freeze.get("rows", {}), freeze.get("metric", "acc_0.01")
@@ -174,7 +175,12 @@ def closing_summary(freeze: dict[str, Any]) -> tuple[str, list[dict[str, Any]], 
     title = (f"Held-out tasks ({n_tasks}, {seconds:g} s per SR run): {stage_title('baseline', freeze)} -> trained -> "
              "shipped default")
     gate = freeze.get("gate") or {}
-    notes = [f"Frozen: {stage_title(freeze.get('selected_stage', ''), freeze)}, because {gate.get('reason', '?')}.",
+    folder = RunFolder(Path(freeze.get("harness_path", "harness.json")).parent)
+    stages = {s: folder.load_stage(s) for s in ("init", "search", "refine")}
+    first = learned(freeze, stages["init"], stages["search"], stages["refine"],
+                    cost_rows(folder.path, {**stages, "freeze": freeze}))
+    notes = [*(line.replace("**", "") for line in first),
+             f"Frozen: {stage_title(freeze.get('selected_stage', ''), freeze)}, because {gate.get('reason', '?')}.",
              *_task_lines(freeze),
              f"Harness: {freeze.get('harness_path', 'harness.json')}",
              f"Report: {Path(freeze.get('harness_path', 'harness.json')).with_name('report.md')}"]
@@ -200,6 +206,8 @@ def write_report(run_dir: str | Path) -> Path:
     if freeze:
         out += [f"Final harness: `harness.json` ({stage_title(freeze.get('selected_stage', ''), freeze)}, digest "
                 f"`{freeze.get('digest')}`).", ""]
+        results = {"init": s1, "search": s2, "refine": s3, "freeze": freeze}
+        out += [line + "\n" for line in learned(freeze, s1, s2, s3, cost_rows(folder.path, results))]
         out += [line + "\n" for line in _task_lines(freeze)]
         out += _headline(freeze)
         out += _gate_tables(freeze)
