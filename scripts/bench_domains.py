@@ -113,6 +113,36 @@ def floor(tasks: dict[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
+def failures(recs: dict[tuple[str, int], dict[str, Any]], tasks: dict[str, Any],
+             lows: dict[str, dict[str, float]]) -> dict[str, list[str]]:
+    """Per domain, each (law, seed) whose pick misses acc_0.01 (95 %) on a split, and why: the data's floor (the
+    law itself misses there, on the stored float32 data), a right form with loose constants (the pick is the law
+    by the symbolic rule), one that follows the law along the trajectory only (the rows-only rule said yes, the
+    rule off the trajectory no), or another form (the rest, with the rule's note)."""
+    from harness.core.symbolic import task_symbolic_match
+
+    out: dict[str, list[str]] = defaultdict(list)
+    for (name, seed), rec in sorted(recs.items()):
+        missed = [s for s in ("test_id", "test_ood") if value(rec, s, "acc_0.01") < 1.0]
+        if not missed:
+            continue
+        task = tasks[name]
+        where = " and ".join("ID" if s == "test_id" else "OOD" for s in missed)
+        if all(lows[name][f"acc_0.01 {s}"] < 1.0 for s in missed):
+            why = "the data's floor: the law itself misses it on the stored data"
+        elif (rec.get("symbolic") or {}).get("equivalent"):
+            why = "the right form with loose constants"
+        else:
+            rows_only = task_symbolic_match(task, rec.get("equation"), off_trajectory=False)
+            if rows_only is not None and rows_only.equivalent:
+                why = "a form that follows the law along the trajectory only"
+            else:
+                note = ((rec.get("symbolic") or {}).get("note") or rec.get("error") or "no equation")[:90]
+                why = f"another form ({note})"
+        out[task.domain].append(f"{name} (seed {seed}, {where}): {why}; picked `{str(rec.get('equation'))[:100]}`")
+    return out
+
+
 def fmt(pair: dict[str, float]) -> str:
     return f"{pair['id']:.3f} / {pair['ood']:.3f}"
 
@@ -172,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     short = {name: [k for k, v in f.items() if v < 1.0] for name, f in lows.items()}
     print("\nThe data's floor: the law itself, with its own constants, on the stored float32 data fails "
           + (", ".join(f"{n} ({', '.join(k)})" for n, k in short.items() if k) or "nothing") + ".")
+    print(f"\nWhere {reference} misses acc_0.01 (95 %), and why:")
+    for domain, lines in failures(arms[reference], tasks, lows).items():
+        print(f"\n{domain}:\n" + "\n".join(f"- {line}" for line in lines))
     if args.store:
         date = datetime.date.today().isoformat()
         seeds = sorted({seed for recs in arms.values() for _, seed in recs})
