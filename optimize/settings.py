@@ -270,14 +270,17 @@ class OptimizeSettings(_Model):
         return self
 
 
-def load_preset(name: str) -> OptimizeSettings:
+def load_preset(name: str, overrides: list[str] | tuple[str, ...] = ()) -> OptimizeSettings:
     """A preset (``harness/conf/optimize/<name>.yaml``) as ``python -m optimize optimize=<name>`` validates it: its
-    keys over the model's defaults (the presets name only what they change)."""
+    keys over the model's defaults (the presets name only what they change), then ``overrides`` (dotted
+    ``key=value`` items, as ``optimize.<key>=<value>`` on the command line) over the preset."""
     from pathlib import Path
 
     from omegaconf import OmegaConf
 
     path = Path(__file__).resolve().parents[1] / "harness" / "conf" / "optimize" / f"{name}.yaml"
-    data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    data.pop("defaults", None)
+    conf = OmegaConf.load(path)
+    conf.pop("defaults", None)
+    conf = OmegaConf.merge(conf, OmegaConf.from_dotlist(list(overrides)))
+    data = OmegaConf.to_container(conf, resolve=True)
     return OptimizeSettings.model_validate(data)

@@ -14,9 +14,9 @@ off the trajectory: ``harness.core.symbolic``), the median NMSE and seconds per 
 against ``--reference`` on the same (task, seed, split) pairs: wins / ties / losses on each reading and a
 two-sided sign test. ``--only-common`` keeps the (task, seed) pairs every arm finished (paired figures always
 use common pairs). The floor: the law itself, with its own constants, on the stored (float32) data, so a figure
-can be read against what the data allows. ``--store`` appends one results row per arm (rendered by
-``render_docs.py``); ``--solves`` writes the compact per-solve records (task, seed, arm, equation, metrics,
-symbolic verdict) so every figure can be re-scored later (``rescore_symbolic.py``).
+can be read against what the data allows. ``--store`` writes one results row per arm (rendered by
+``render_docs.py``), replacing the table's earlier rows; ``--solves`` writes the compact per-solve records (task,
+seed, arm, equation, metrics, symbolic verdict) so every figure can be re-scored later (``rescore_symbolic.py``).
 """
 
 from __future__ import annotations
@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", help="the arm the others are paired against (default: the first)")
     parser.add_argument("--suite", default="lsr_synth_laws")
     parser.add_argument("--only-common", action="store_true", help="keep only the (task, seed) pairs every arm has")
-    parser.add_argument("--store", type=Path, help="append one results row per arm here (e.g. docs/data/results.jsonl)")
+    parser.add_argument("--store", type=Path, help="write one results row per arm here, replacing the table's "
+                        "earlier rows (e.g. docs/data/results.jsonl)")
     parser.add_argument("--table", default="lsr_synth_heldout", help="the results rows' table name")
     parser.add_argument("--command", default="", help="the command that made the runs, stored with the rows")
     parser.add_argument("--conditions", default="", help="the runs' conditions, stored with the rows")
@@ -203,18 +204,31 @@ def main(argv: list[str] | None = None) -> int:
     print("\nThe data's floor: the law itself, with its own constants, on the stored float32 data fails "
           + (", ".join(f"{n} ({', '.join(k)})" for n, k in short.items() if k) or "nothing") + ".")
     print(f"\nWhere {reference} misses acc_0.01 (95 %), and why:")
-    for domain, lines in failures(arms[reference], tasks, lows).items():
+    misses = failures(arms[reference], tasks, lows)
+    for domain, lines in misses.items():
         print(f"\n{domain}:\n" + "\n".join(f"- {line}" for line in lines))
     if args.store:
         date = datetime.date.today().isoformat()
-        seeds = sorted({seed for recs in arms.values() for _, seed in recs})
-        with args.store.open("a", encoding="utf-8") as fh:
-            for label, by_domain in rows.items():
-                fh.write(json.dumps({"table": args.table, "date": date, "command": args.command,
-                                     "conditions": args.conditions, "arm": label, "seeds": seeds,
-                                     "reference": reference, "paired": pairs_of.get(label),
-                                     "domains": by_domain}) + "\n")
-        print(f"appended {len(rows)} rows to {args.store}")
+        kept = [line for line in args.store.read_text(encoding="utf-8").splitlines()
+                if line.strip() and json.loads(line).get("table") != args.table] if args.store.exists() else []
+
+        def row(label: str) -> dict[str, Any]:
+            per_seed = defaultdict(int)
+            for _, seed in arms[label]:
+                per_seed[seed] += 1
+            return {"table": args.table, "date": date, "command": args.command, "conditions": args.conditions,
+                    "arm": label, "seeds": sorted(per_seed),
+                    "seed_pairs": {str(s): n for s, n in sorted(per_seed.items())},
+                    "reference": reference, "highlight": label == reference, "paired": pairs_of.get(label),
+                    "domains": rows[label],
+                    **({"misses": misses, "floor": {n: k for n, k in short.items() if k}} if label == reference
+                       else {})}
+
+        new = [json.dumps(row(label)) for label in rows]
+        tmp = args.store.with_suffix(".tmp")
+        tmp.write_text("\n".join(kept + new) + "\n", encoding="utf-8")
+        tmp.replace(args.store)
+        print(f"wrote {len(rows)} rows of table {args.table!r} to {args.store} (its earlier rows replaced)")
     if args.solves:
         with args.solves.open("w", encoding="utf-8") as fh:
             for label, recs in arms.items():

@@ -44,8 +44,8 @@ either way: run it with ``--seed 0``, ``1``, ``2`` into separate folders and poo
 from __future__ import annotations
 
 import argparse
-import random
 import json
+import random
 import sys
 import time
 import traceback
@@ -62,8 +62,10 @@ from harness.core.anonymize import anonymize
 from harness.core.candidates import Candidate, dedupe, select
 from harness.core.combine import combine_terms
 from harness.core.context import AgentContext, FitSettings, add_edge_scores
+from harness.core.resources import usable_cpus
 from harness.core.symbolic import task_symbolic_match
 from harness.llm.config import LLMConfig
+from harness.llm.cpu_kernels import cpu_description
 from harness.sr.backends import run_search
 from workflows.params import SRSettings, engine_seed, expected_solver_runs
 
@@ -307,12 +309,14 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress("bench_harness")
     progress.stage(f"{len(tasks)} tasks x {len(arms)} arms", total=len(pairs),
                    done=sum((arm, task.name) in done for task, arm in pairs))
+    machine = f"{cpu_description()['model']}, {usable_cpus()} usable cores"
     try:
         for task, arm in pairs:
             if (arm, task.name) in done:
                 continue
             progress.item(f"{task.name} / {arm}")
-            rec = run_arm(arm, task, args, harness, settings, sr_seconds, results, out, anonymized)
+            rec = {**run_arm(arm, task, args, harness, settings, sr_seconds, results, out, anonymized),
+                   "machine": machine}  # a time-bound solve's outcome depends on it
             with results.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(rec, default=float) + "\n")
             progress.advance(note=f"{task.name:24s} {arm:10s} acc0.01 ID/OOD {metric(rec, 'test_id', 'acc_0.01'):.0f}/"

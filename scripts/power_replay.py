@@ -1,7 +1,7 @@
 """Does the optimizer find a gain that is there? Its decisions replayed on the recorded outcome matrix.
 
     python scripts/power_replay.py [--matrix docs/data/outcome_matrix.jsonl] [--preset small] [--replays 2000]
-        [--smac-replays 100] [--out docs/data/power_table.md]
+        [--smac-replays 100] [--out docs/data/power_table.md] [--set stage2.race_pairs=12 ...]
 
 Reads the outcome matrix (``scripts/outcome_matrix.py``: harness variants on lsr_like training laws x engine seeds
 at the training seconds) and replays, thousands of times over resampled tasks and pair orders
@@ -77,21 +77,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smac-replays", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a preset key to replay with another value (dotted, as optimize.KEY=VALUE on the command "
+                             "line; repeatable), e.g. --set stage2.race_pairs=12 --set tasks.n_train=8")
     parser.add_argument("--screening", default="",
                         help="stage 2's screening variants to replay beside the preset, as PAIRSxTOP items "
                              "(e.g. 4x1,6x1,4x2): screening pairs and trials raced (each at alpha / TOP, as the stage races)")
     args = parser.parse_args(argv)
     started = time.time()
     matrix = OutcomeMatrix.load(args.matrix)
-    settings = load_preset(args.preset)
+    settings = load_preset(args.preset, args.set)
     metric, rule = settings.metric, settings.accept
     table = matrix.table(metric)
     arms = [a for a in matrix.arms]
-    tasks, seeds = matrix.tasks, matrix.seeds
-    pairs = matrix.complete_pairs()
+    seeds, complete = matrix.seeds, set(matrix.complete_pairs())
+    # a matrix still being built replays on the tasks every arm has finished at every seed
+    tasks = [t for t in matrix.tasks if all((t, s) in complete for s in seeds)]
+    pairs = [(t, s) for t in tasks for s in seeds]
     lines = [f"Outcome matrix: {args.matrix} ({matrix.header.get('command', '')}, {matrix.header.get('created', '')}): "
              f"{len(arms)} arms x {len(tasks)} training tasks x {len(seeds)} seeds = {len(pairs)} complete pairs at "
-             f"{matrix.header.get('sr_seconds_per_run', '?')} s per SR run; score {metric} (tie margin {rule.margin:g}).",
+             f"{matrix.header.get('sr_seconds_per_run', '?')} s per SR run; score {metric} "
+             f"(tie margin {rule.margin:g}); preset {args.preset}" + (f" with {', '.join(args.set)}" if args.set else "") + ".",
              ""]
 
     # 1. the matrix

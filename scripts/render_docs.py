@@ -70,17 +70,6 @@ def hard_suite() -> str:
                    "acc_0.001 ID / OOD (95 %)", "symbolic accuracy", "s / task"], lines) + _source(rows)
 
 
-def hard_suite_readme() -> str:
-    """The README's table: the rows of the hard-suite and precision tables that name a README arm, with their seeds."""
-    rows = [r for r in results("hard_suite") + results("precision_test") if r.get("readme_arm")]
-    lines = [[r["readme_arm"], r["seeds"], pair(r["acc_0.01"], r.get("highlight")),
-              pair(r["acc_all_0.01"], r.get("highlight")), pair(r["acc_0.001"], r.get("highlight")),
-              sa_cell(r, bold=bool(r.get("highlight"))), str(r["seconds_per_task"])]
-             for r in rows]
-    return _table(["arm", "seeds (date)", "acc_0.01 ID / OOD (95 %)", "acc_0.01 ID / OOD (every point)",
-                   "acc_0.001 ID / OOD (95 %)", "symbolic accuracy", "s / task"], lines)
-
-
 def precision(table: str) -> Callable[[], str]:
     """A before / after table of the precision polish and the ladder, paired in-solve (scripts/records/confirm_precision.py)."""
     def render() -> str:
@@ -169,7 +158,28 @@ def lsr_synth_domains() -> str:
               "NMSE median ID / OOD", "s / task", "LLM calls / task"]
     notes = "".join(f"\nPublished: {r['method']} ({r['model']}): {r['source']}; {r['conditions']}; {r['note']}.\n"
                     for r in published)
-    return _table(header, lines) + _source(ours) + notes
+    return _table(header, lines) + _source(ours) + _paired_and_misses(ours) + notes
+
+
+def _paired_and_misses(rows: list[dict[str, Any]]) -> str:
+    """Each arm paired against the reference, the data's floor, and where the reference misses and why."""
+    out = []
+    for r in rows:
+        if r.get("paired"):
+            cells = "; ".join(f"{reading} {p['wins']} / {p['ties']} / {p['losses']} (sign test p {p['p']:.2g})"
+                              for reading, p in zip(("95 %", "every point", "acc_0.001"), r["paired"].values()))
+            out.append(f"- {r['arm']} against {r['reference']}, (law, seed, split) pairs W / T / L: {cells}")
+    reference = next((r for r in rows if r.get("misses") is not None), None)
+    if reference is None:
+        return "\n" + "\n".join(out) + "\n" if out else ""
+    floor = ", ".join(f"{name} ({', '.join(k.replace('acc_all_0.01', 'every point') for k in keys)})"
+                      for name, keys in reference.get("floor", {}).items())
+    out.append(f"\nThe data's floor: the law itself, with its own constants, on the stored float32 data misses "
+               f"{floor or 'nothing'}.")
+    out.append(f"\nWhere the {reference['arm']} misses acc_0.01 (95 %), and why:\n")
+    for domain, lines in reference["misses"].items():
+        out += [f"- {domain}: {line}" for line in lines]
+    return "\n" + "\n".join(out) + "\n"
 
 
 def sa_rescore() -> str:
@@ -182,14 +192,21 @@ def sa_rescore() -> str:
                    "yes -> no", "no -> yes"], lines) + _source(rows)
 
 
+def _seed_cover(row: dict[str, Any]) -> str:
+    """Which engine seeds a row pooled, and on how many laws each (a seed's run may cover fewer laws)."""
+    cover = row.get("seed_pairs") or {}
+    seeds = ", ".join(f"{s} ({cover[str(s)]} laws)" if str(s) in cover else str(s) for s in row["seeds"])
+    return f"{seeds}; {row['date']}"
+
+
 def lsr_synth_readme() -> str:
-    """The README's table: every arm over all held-out laws, and the published rows with their conditions."""
+    """The README's table: every arm over all held-out laws, and the published rows (all problems) beside them."""
     ours, published = results("lsr_synth_heldout"), results("published_lsr_synth")
-    lines = [[f"{r['arm']} (ours)", f"{', '.join(map(str, r['seeds']))} ({r['date']})",
-              *(_ours(r, "all", bold=bool(r.get("highlight"))) or [])[:4]] for r in ours if (r.get("domains") or {}).get("all")]
-    lines += [[f"{r['method']} ({r['model']}), published", "–", *(_published(r, "all") or [])[:4]]
-              for r in published if (r.get("domains") or {}).get("all")]
-    return _table(["arm", "seeds (date)", "acc_0.01 ID / OOD (95 %)", "acc_0.01 ID / OOD (every point)",
+    lines = [[f"{r['arm']} (ours)", _seed_cover(r), *(_ours(r, "all", bold=bool(r.get("highlight"))) or [])[:4]]
+             for r in ours if (r.get("domains") or {}).get("all")]
+    lines += [[f"{r['method']} ({r['model']}), published", r.get("cite", "published"),
+               *(_published(r, "all") or [])[:4]] for r in published if (r.get("domains") or {}).get("all")]
+    return _table(["arm", "engine seeds (laws); date", "acc_0.01 ID / OOD (95 %)", "acc_0.01 ID / OOD (every point)",
                    "acc_0.001 ID / OOD (95 %)", "symbolic accuracy"], lines)
 
 
@@ -233,11 +250,11 @@ def llm_options() -> str:
 
 
 RENDERERS: dict[str, Callable[[], str]] = {
-    "hard-suite": hard_suite, "hard-suite-readme": hard_suite_readme, "oscillators-sparse": oscillators,
+    "hard-suite": hard_suite, "oscillators-sparse": oscillators,
     "table5": table5, "sr-options": sr_options, "llm-options": llm_options,
     "optimize-options": optimize_options, "precision-training": precision("precision_training"),
     "precision-test": precision("precision_test"), "precision-oscillators": precision("precision_oscillators"),
-    "lsr-synth-domains": lsr_synth_domains, "sa-rescore": sa_rescore,
+    "lsr-synth-domains": lsr_synth_domains, "lsr-synth-readme": lsr_synth_readme, "sa-rescore": sa_rescore,
 }
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 

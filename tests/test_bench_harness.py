@@ -66,6 +66,9 @@ def test_a_run_records_its_harness_and_refuses_a_folder_of_another(tmp_path: Pat
         ("harness", "chem_react_synth_00", expected.digest[:19])]
     assert records[0]["llm_calls"] >= 1 and records[0]["equation"]
     assert records[0]["seconds"] < 60  # 2 x 2 s runs, not the default 2 x 60 s
+    from harness.llm.cpu_kernels import cpu_description
+
+    assert records[0]["machine"].startswith(cpu_description()["model"])  # a time-bound solve depends on it
     with pytest.raises(SystemExit, match="another --out"):
         bench.main(common + ["--sr", "time_budget=3"])
 

@@ -100,3 +100,20 @@ def test_one_definition_of_the_default(tmp_path) -> None:
     from workflows.harness import initial_harness
 
     assert ctx.base == initial_harness() and ctx.base.settings.time_budget == definition.settings.time_budget
+
+
+def test_a_preset_replayed_with_other_sizes_is_the_preset_with_those_keys_changed() -> None:
+    """``scripts/power_replay.py --set KEY=VALUE`` replays a preset with another size: ``load_preset`` applies
+    dotted overrides over the preset (and validates them as the command line does)."""
+    from pydantic import ValidationError
+
+    from optimize.settings import load_preset
+
+    quick = load_preset("quick")
+    changed = load_preset("quick", ["stage2.race_pairs=12", "tasks.n_train=8"])
+    assert (changed.stage2.race_pairs, changed.tasks.n_train) == (12, 8) != (quick.stage2.race_pairs,
+                                                                          quick.tasks.n_train)
+    assert changed.model_dump(exclude={"stage2", "tasks"}) == quick.model_dump(exclude={"stage2", "tasks"})
+    assert changed.stage2.minibatch == quick.stage2.minibatch
+    with pytest.raises(ValidationError):
+        load_preset("quick", ["stage2.race_pairs=many"])
