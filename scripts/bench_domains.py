@@ -7,7 +7,10 @@
         [--reference "default harness"] [--store docs/data/results.jsonl --table lsr_synth_heldout]
         [--solves docs/data/lsr_synth_solves.jsonl] [--only-common]
 
-Each ``--arm LABEL=ARM@FOLDER,...`` names records (arm ``ARM`` of ``FOLDER/results.jsonl``) pooled over seeds.
+Each ``--arm LABEL=ARM@FOLDER,...`` names records (arm ``ARM`` of ``FOLDER/results.jsonl``) pooled over seeds; a
+``.jsonl`` file in place of a folder is read as it is, so the compact solves written by ``--solves`` can be pooled
+with new runs (``"default harness=default harness@docs/data/lsr_synth_solves.jsonl,harness@runs/..."``); a later
+source's record of the same (task, seed) replaces an earlier one.
 Prints, per arm and domain (and over all), the mean over (task, seed) pairs of acc_0.01 ID / OOD in both readings
 (95 % of points: SR-Scientist's, the published one; every point), acc_0.001 (95 %), symbolic accuracy (judged
 off the trajectory: ``harness.core.symbolic``), the median NMSE and seconds per task; then every arm paired
@@ -70,7 +73,8 @@ def load_arms(specs: list[str]) -> dict[str, dict[tuple[str, int], dict[str, Any
         label, sources = parse_arm(spec)
         out = arms.setdefault(label, {})
         for arm, folder in sources:
-            for rec in load_records(folder / "results.jsonl"):
+            path = folder if folder.suffix == ".jsonl" else folder / "results.jsonl"
+            for rec in load_records(path):
                 if rec.get("arm") == arm:
                     out[(rec["task"], int(rec.get("seed", 0)))] = rec
     return arms
@@ -229,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         tmp.write_text("\n".join(kept + new) + "\n", encoding="utf-8")
         tmp.replace(args.store)
         print(f"wrote {len(rows)} rows of table {args.table!r} to {args.store} (its earlier rows replaced)")
-    if args.solves:
-        with args.solves.open("w", encoding="utf-8") as fh:
+    if args.solves:  # written whole, then moved in place: it may be one of the sources read above
+        tmp = args.solves.with_suffix(".tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
             for label, recs in arms.items():
                 for (task, seed), rec in sorted(recs.items()):
                     fh.write(json.dumps({
@@ -242,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                                      for k in ("equivalent", "method", "refit_nmse", "region_nmse", "note")},
                         "llm_calls": rec.get("llm_calls"), "solver_runs": rec.get("solver_runs"),
                         "seconds": rec.get("seconds"), "error": rec.get("error")}, default=float) + "\n")
+        tmp.replace(args.solves)
         print(f"wrote the compact solves to {args.solves}")
     return 0
 

@@ -53,10 +53,10 @@ def test_every_script_is_listed_in_scripts_md() -> None:
 
 
 def test_every_record_names_the_decision_it_made() -> None:
-    """A script under scripts/records/ is the record of a decision: decisions.md names it in that decision's row."""
+    """A script under scripts/records/ is the record of a decision: decisions.md links it in that decision's row."""
     decisions = (ROOT / "docs" / "decisions.md").read_text(encoding="utf-8")
     unlinked = [p.name for p in sorted((ROOT / "scripts" / "records").glob("*.py"))
-                if f"scripts/records/{p.name}" not in decisions]
+                if f"](../scripts/records/{p.name})" not in decisions]
     assert not unlinked, f"records that docs/decisions.md does not link: {unlinked}"
 
 
