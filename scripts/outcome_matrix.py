@@ -2,7 +2,7 @@
 
     python scripts/outcome_matrix.py [--out runs/outcome_matrix] [--suite lsr_like] [--per-domain 6] [--seeds 0 1]
         [--time-scale 0.25] [--work-rate R] [--part 1/4] [--arms initial all_four ...]
-        [--export docs/data/outcome_matrix.jsonl]
+        [--export docs/data/outcome_matrix.jsonl] [--resume-from docs/data/<earlier export>.jsonl]
 
 The arms (``optimize.matrix.matrix_arms``: the initial harness, each hand-made SR choice alone, all four, the shipped
 default, a tiny engine population) run pair by pair on the same (task, seed) pairs with the optimizer's own
@@ -13,7 +13,10 @@ is cached in ``<out>/evals.db`` and ``<out>/llm_cache.db``: a killed run resumes
 N slices of the pairs, so the matrix can be built in parts. ``--export`` writes every finished (arm, task, seed) as
 the data file ``optimize.matrix.OutcomeMatrix`` reads (runs nothing new with ``--export-only``). Held-out (test)
 laws are never loaded: the tasks come from the suite's ``split=train`` (``--suite``: ``lsr_like``, our own laws, or
-``lsr_synth_laws``, LSR-Synth's own training laws).
+``lsr_synth_laws``, LSR-Synth's own training laws). ``--resume-from`` continues a matrix whose run folder is gone
+(another machine, a lost session) from its export: the same suite, tasks, seeds, scale, work and arm digests or a
+clear refusal; its outcomes are not run again, and ``--export`` writes them with the new ones (the header names
+every machine that made them).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import benchmarks
 from harness.llm.cache import CachedLLM
@@ -63,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arms", nargs="+", default=None)
     parser.add_argument("--export", default=None, help="write the finished outcomes to this data file")
     parser.add_argument("--export-only", action="store_true")
+    parser.add_argument("--resume-from", default=None, help="an earlier export of this matrix: its outcomes are kept, "
+                        "not run again, and exported with the new ones")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -76,11 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     llm = CachedLLM(make_client(LLM), out / "llm_cache.db")
     evaluator = Evaluator(out, llm, metric="log_nmse", score_split="test_id+test_ood", time_scale=args.time_scale,
                           work_rate=args.work_rate, time_guard=args.time_guard, stop_at_exact=True, keep_run_dirs=False)
+    earlier = resumed(Path(args.resume_from), header_of(evaluator, arms, tasks, args)) if args.resume_from else None
     started = time.time()
     try:
         if not args.export_only:
             for i, (task, seed) in enumerate(mine):
                 for name, spec in arms.items():  # pair-major: a busy machine slows a pair's arms alike
+                    if earlier is not None and (name, task.name, seed) in earlier.outcomes:
+                        continue
                     record = evaluator.evaluate_one(spec, task, seed, stage="matrix", label=name)
                     print(f"[{i + 1}/{len(mine)} {time.time() - started:6.0f} s] {name:16s} {task.name} s{seed}: "
                           f"log_nmse {record.score:6.2f} ({record.seconds:.0f} s{', cached' if record.cached else ''})",
@@ -88,24 +97,34 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         llm.close()
     if args.export:
-        export(evaluator, arms, tasks, args, Path(args.export))
+        export(evaluator, arms, tasks, args, Path(args.export), earlier)
     return 0
 
 
-def export(evaluator: Evaluator, arms: dict, tasks: list, args: argparse.Namespace, path: Path) -> None:
-    """Every (arm, task, seed) in the cache, as the matrix data file, with a header that says how it was made."""
-    outcomes = []
-    for task in tasks:
-        for seed in args.seeds:
-            for name, spec in arms.items():
-                held = evaluator.cache.get(evaluator.as_run(spec).identity_digest, task.fingerprint(), seed)
-                if held is not None:
-                    outcomes.append(outcome_of(name, EvalRecord.from_dict(held), domain=task.domain))
+# what must agree for two exports to be one matrix (the machine, the date and the command's --out may differ)
+SAME_MATRIX = ("suite", "per_domain", "seeds", "time_scale", "stop_at_exact", "work_rate", "time_guard", "llm", "arms",
+               "tasks")
+
+
+def resumed(path: Path, header: dict[str, Any]) -> OutcomeMatrix:
+    """An earlier export of the same matrix, or a clear refusal naming what differs."""
+    earlier = OutcomeMatrix.load(path)
+    differ = [k for k in SAME_MATRIX if json.dumps(earlier.header.get(k), sort_keys=True)
+              != json.dumps(header[k], sort_keys=True)]
+    if differ:
+        raise SystemExit(f"--resume-from {path}: another matrix ({', '.join(differ)} differ): "
+                         + "; ".join(f"{k}: {earlier.header.get(k)!r} here, {header[k]!r} now" for k in differ))
+    print(f"resuming from {path}: {len(earlier.outcomes)} outcomes kept ({len(earlier.complete_pairs())} complete "
+          f"pairs), made on {earlier.header.get('machine')}", flush=True)
+    return earlier
+
+
+def header_of(evaluator: Evaluator, arms: dict, tasks: list, args: argparse.Namespace) -> dict[str, Any]:
     run = (f"python scripts/outcome_matrix.py --out {shlex.quote(args.out)} --suite {args.suite} --per-domain "
            f"{args.per_domain} --seeds {' '.join(map(str, args.seeds))} --time-scale {args.time_scale:g}"
            + (f" --work-rate {args.work_rate:g} --time-guard {args.time_guard:g}" if args.work_rate else "")
            + (f" --arms {' '.join(args.arms)}" if args.arms else ""))
-    header = {
+    return {
         "command": run,  # what made the outcomes (in parts: add --part K/N); --export writes this file from its cache
         "created": time.strftime("%Y-%m-%d"),
         "machine": f"{cpu_description()['model']}, {os.cpu_count()} cores",
@@ -115,7 +134,25 @@ def export(evaluator: Evaluator, arms: dict, tasks: list, args: argparse.Namespa
         "llm": LLM, "arms": {name: spec.identity_digest for name, spec in arms.items()},
         "tasks": [t.name for t in tasks],
     }
-    matrix = OutcomeMatrix(outcomes, header)
+
+
+def export(evaluator: Evaluator, arms: dict, tasks: list, args: argparse.Namespace, path: Path,
+           earlier: OutcomeMatrix | None = None) -> None:
+    """Every (arm, task, seed) in the cache (and in ``earlier``, where the cache lacks it), as the matrix data file,
+    with a header that says how it was made."""
+    outcomes = {}
+    for task in tasks:
+        for seed in args.seeds:
+            for name, spec in arms.items():
+                held = evaluator.cache.get(evaluator.as_run(spec).identity_digest, task.fingerprint(), seed)
+                if held is not None:
+                    outcomes[(name, task.name, seed)] = outcome_of(name, EvalRecord.from_dict(held), domain=task.domain)
+                elif earlier is not None and (name, task.name, seed) in earlier.outcomes:
+                    outcomes[(name, task.name, seed)] = earlier.outcomes[(name, task.name, seed)]
+    header = header_of(evaluator, arms, tasks, args)
+    if earlier is not None and earlier.header.get("machine") not in (None, header["machine"]):
+        header["machine"] = f"{earlier.header['machine']} (the earlier outcomes); {header['machine']}"
+    matrix = OutcomeMatrix(outcomes.values(), header)
     path.parent.mkdir(parents=True, exist_ok=True)
     matrix.save(path)
     print(f"wrote {len(outcomes)} outcomes ({len(matrix.complete_pairs())} complete pairs of {len(arms)} arms) to "
