@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.app.serve import admission
+import harness.app.serve.admission as admission
 from harness.app.serve.config import ServeSettings, load_settings
 from harness.app.serve.models import RunRequest
 from harness.app.serve.results import result_payload
