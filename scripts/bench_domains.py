@@ -40,6 +40,7 @@ import benchmarks
 from benchmarks.runner import load_records
 from harness.core.evaluator import compute_metrics
 from harness.core.expression import parse_expression
+from harness.core.jsonio import write_text_atomic
 
 DOMAINS = ("chemistry", "biology", "physics", "materials")
 READINGS = (("acc_0.01", "95 %"), ("acc_all_0.01", "every point"), ("acc_0.001", "acc_0.001 (95 %)"))
@@ -228,26 +229,22 @@ def main(argv: list[str] | None = None) -> int:
                     **({"misses": misses, "floor": {n: k for n, k in short.items() if k}} if label == reference
                        else {})}
 
-        new = [json.dumps(row(label)) for label in rows]
-        tmp = args.store.with_suffix(".tmp")
-        tmp.write_text("\n".join(kept + new) + "\n", encoding="utf-8")
-        tmp.replace(args.store)
+        write_text_atomic(args.store, "\n".join(kept + [json.dumps(row(label)) for label in rows]) + "\n")
         print(f"wrote {len(rows)} rows of table {args.table!r} to {args.store} (its earlier rows replaced)")
     if args.solves:  # written whole, then moved in place: it may be one of the sources read above
-        tmp = args.solves.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            for label, recs in arms.items():
-                for (task, seed), rec in sorted(recs.items()):
-                    fh.write(json.dumps({
-                        "arm": label, "task": task, "seed": seed, "domain": tasks[task].domain,
-                        "harness": rec.get("harness"), "equation": rec.get("equation"),
-                        "metrics": {s: {k: (rec.get("metrics") or {}).get(s, {}).get(k) for k in KEEP}
-                                    for s in ("test_id", "test_ood")},
-                        "symbolic": {k: (rec.get("symbolic") or {}).get(k)
-                                     for k in ("equivalent", "method", "refit_nmse", "region_nmse", "note")},
-                        "llm_calls": rec.get("llm_calls"), "solver_runs": rec.get("solver_runs"),
-                        "seconds": rec.get("seconds"), "error": rec.get("error")}, default=float) + "\n")
-        tmp.replace(args.solves)
+        compact = []
+        for label, recs in arms.items():
+            for (task, seed), rec in sorted(recs.items()):
+                compact.append(json.dumps({
+                    "arm": label, "task": task, "seed": seed, "domain": tasks[task].domain,
+                    "harness": rec.get("harness"), "equation": rec.get("equation"),
+                    "metrics": {s: {k: (rec.get("metrics") or {}).get(s, {}).get(k) for k in KEEP}
+                                for s in ("test_id", "test_ood")},
+                    "symbolic": {k: (rec.get("symbolic") or {}).get(k)
+                                 for k in ("equivalent", "method", "refit_nmse", "region_nmse", "note")},
+                    "llm_calls": rec.get("llm_calls"), "solver_runs": rec.get("solver_runs"),
+                    "seconds": rec.get("seconds"), "error": rec.get("error")}, default=float))
+        write_text_atomic(args.solves, "".join(line + "\n" for line in compact))
         print(f"wrote the compact solves to {args.solves}")
     return 0
 

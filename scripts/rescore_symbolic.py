@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import benchmarks
+from harness.core.jsonio import write_text_atomic
 from harness.core.symbolic import task_symbolic_match
 
 
@@ -112,10 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         command = "python scripts/rescore_symbolic.py " + shlex.join(argv or sys.argv[1:])
         kept = [line for line in args.store.read_text(encoding="utf-8").splitlines() if line.strip() and not (
             json.loads(line).get("table") == "sa_rescore" and json.loads(line).get("suite") == label)]
-        tmp = args.store.with_suffix(".tmp")
-        tmp.write_text("\n".join([*kept, json.dumps(store_row(rows, label, command, args.conditions))]) + "\n",
-                       encoding="utf-8")
-        tmp.replace(args.store)
+        write_text_atomic(args.store, "\n".join([*kept, json.dumps(store_row(rows, label, command, args.conditions))])
+                          + "\n")
         print(f"wrote the sa_rescore row {label!r} to {args.store}")
     return 0
 
