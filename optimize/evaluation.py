@@ -152,10 +152,11 @@ class Evaluator:
         """The harness as it is run: each SR run ``time_scale`` times its solve seconds (None: the training scale,
         the optimizer's shortcut for speed, with ``stop_at_exact`` when the evaluator has it; 1: the harness's own
         solve budget). A shortened run is bounded by work when the evaluator has a ``work_rate``: it ends after
-        that many generations per second of its share, with ``time_guard`` times the share as its seconds (a
-        guard), so the same (harness, task, seed) always has the same outcome; ``by_work=True`` bounds a full-length
-        run so too (``freeze.heldout_work``). The cache key is the digest of what ran, so short training runs and
-        full solves are never mixed up."""
+        that many generations per second of its share, with ``time_guard`` times the share as its seconds and
+        every step after the engine ``time_guard`` times its seconds cap (guards: ``sr.time_guard``), so the same
+        (harness, task, seed) always has the same outcome; ``by_work=True`` bounds a full-length run so too
+        (``freeze.heldout_work``). The cache key is the digest of what ran, so short training runs and full solves
+        are never mixed up."""
         training = time_scale is None
         scale = self.time_scale if training else float(time_scale)
         if training and self.stop_at_exact and not spec.settings.stop_at_exact:  # no further pay once solved
@@ -165,7 +166,7 @@ class Evaluator:
             return spec
         seconds = spec.settings.time_budget * scale
         if work:
-            return spec.with_sr_settings(time_budget=seconds * self.time_guard,
+            return spec.with_sr_settings(time_budget=seconds * self.time_guard, time_guard=self.time_guard,
                                          generations=max(1, round(self.work_rate * seconds)))
         return spec.with_sr_settings(time_budget=seconds)
 

@@ -121,18 +121,22 @@ def _candidate_summary(cand: Any, split: str) -> dict[str, Any]:
 
 
 def guard_hits(state: Any) -> int:
-    """SR runs of a solve that ended before the generations their plan asked for (below the engine's default of
-    10,000, i.e. a work-bound run): their seconds guard stopped them, so their outcome depends on the machine."""
+    """The steps of a solve that seconds stopped, so that its outcome depends on the machine: SR runs that ended
+    before the generations their plan asked for (below the engine's default of 10,000, i.e. a work-bound run),
+    steps after the engine that reached their seconds cap (``cap_seconds`` in the node's info), and constant fits
+    cut short by theirs (status "timeout")."""
     hits = 0
     for node in getattr(state, "nodes", None) or []:
-        if str(getattr(node, "kind", "")) != "sr":
-            continue
         info = getattr(node, "info", None) or {}
-        asked = (info.get("plan") or {}).get("generations")
-        done = (info.get("engine") or {}).get("generations")
-        if asked is not None and done is not None and int(asked) < 10_000 and int(done) < int(asked):
-            hits += 1
-    return hits
+        if str(getattr(node, "kind", "")) == "sr":
+            asked = (info.get("plan") or {}).get("generations")
+            done = (info.get("engine") or {}).get("generations")
+            hits += asked is not None and done is not None and int(asked) < 10_000 and int(done) < int(asked)
+        cap = info.get("cap_seconds")
+        hits += cap is not None and float(getattr(node, "seconds", 0.0) or 0.0) >= float(cap)
+        hits += sum((c.get("status") if isinstance(c, dict) else getattr(c, "status", "")) == "timeout"
+                    for c in getattr(node, "candidates", None) or [])
+    return int(hits)
 
 
 def build_record(

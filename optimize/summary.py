@@ -62,7 +62,7 @@ def _stage3(s3: dict[str, Any] | None) -> str:
 def learned(freeze: dict[str, Any], s1: dict[str, Any] | None, s2: dict[str, Any] | None,
             s3: dict[str, Any] | None, costs: list[dict[str, Any]]) -> list[str]:
     """Three lines: what the stages kept and the gate froze; how sure (the races' rule and the held-out climb);
-    what it cost (wall time, solver executions, model calls, runs that reached their time guard)."""
+    what it cost (wall time, solver executions, model calls, steps that seconds stopped)."""
     if not freeze:
         return []
     gate = freeze.get("gate") or {}
@@ -84,6 +84,6 @@ def learned(freeze: dict[str, Any], s1: dict[str, Any] | None, s2: dict[str, Any
     calls = sum(int(c.get("llm_calls_paid") or 0) for c in costs)
     hits = freeze.get("guard_hits")
     cost = (f"**Cost:** {wall / 60:.1f} min of stage wall time, {runs} solver executions, {calls} paid model calls"
-            + (f"; {hits} SR run(s) reached their time guard (their outcome depends on the machine)" if hits else "")
+            + (f"; {hits} step(s) stopped by seconds (their outcome depends on the machine)" if hits else "")
             + ".")
     return [what, sure, cost]

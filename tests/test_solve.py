@@ -189,3 +189,29 @@ def test_named_starting_harnesses_are_accepted_wherever_a_harness_is(tmp_path: P
     assert result["llm_calls"] == 1 and result["solver_runs"] == 1  # one Planner -> SR branch, no unguided run
     run = json.loads((out / "run.json").read_text())
     assert run["config"]["sr_settings"]["unguided_run"] is False and run["config"]["sr_settings"]["combine_terms"] is False
+
+
+def test_a_solve_bound_by_work_gives_the_same_equations_for_the_same_seed(tmp_path: Path) -> None:
+    """A user's solve is bounded by seconds unless they ask for work: ``sr.generations`` below what
+    ``sr.time_budget`` allows ends every SR run after its generations (one thread, a seeded engine), and
+    ``sr.time_guard`` makes every later step's seconds cap (constant fits, front refits, the combination, sparse
+    regression, the precision polish) a guard, so the same data and seed give the same front on the same machine,
+    also beside other work (the suite runs on two workers)."""
+    rng = np.random.default_rng(2)  # a law the engine does not finish in the run, so its front depends on the work
+    X = pd.DataFrame({"x1": rng.uniform(0.5, 3, 200), "x2": rng.uniform(-2, 2, 200)})
+    y = (np.sin(2.3 * X["x1"]) * np.exp(-0.4 * X["x2"]) + 0.7 * X["x1"] ** 1.5 / (1 + X["x2"] ** 2)).to_numpy()
+    work = {"time_budget": 60, "generations": 25, "time_guard": 20, "population_size": 100, "max_length": 15}
+    fronts = []
+    for i in range(2):
+        reg = HarnessRegressor(llm={"provider": SCRIPTED}, sr_settings=work, seed=4, run_dir=tmp_path / str(i))
+        reg.fit(X, y)
+        nodes = [json.loads(line) for line in (tmp_path / str(i) / "nodes.jsonl").read_text().splitlines()]
+        steps = {n["info"].get("channel", "combination"): n for n in nodes if "cap_seconds" in n["info"]}
+        assert set(steps) == {"combination", "sparse regression", "precision polish"}
+        for node in steps.values():  # every cap 20 times its usual seconds, and none reached
+            assert node["info"]["cap_seconds"] >= 20 * 8.0 and node["seconds"] < node["info"]["cap_seconds"]
+        assert not [c for n in nodes for c in n["candidates"] if c["status"] == "timeout"]
+        assert [n["info"]["engine"]["generations"] for n in nodes if n["kind"] == "sr"] == [25, 25]
+        fronts.append(reg.equations_[["complexity", "loss", "equation"]])
+    assert len(fronts[0]) > 1
+    pd.testing.assert_frame_equal(fronts[0], fronts[1])

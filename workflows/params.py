@@ -167,6 +167,13 @@ class SRSettings(EngineSettings):
     precision_polish: bool = Field(True, description="After the last SR run, the pool's best few are refitted on "
                                    "relative error, pruned of terms that carry nothing and their constants snapped "
                                    "to simple values (harness.core.precision); the results join the pool.")
+    time_guard: float = Field(1.0, ge=1.0, le=1000.0, description="Every seconds cap of a solve's steps after "
+                              "the engine (constant fits 2 s, refits of the engine's front 1 s, the combination 8 s, "
+                              "sparse regression, the precision polish) this many times longer. With `generations` it "
+                              "bounds a solve by work: `sr.generations=60 sr.time_budget=600 sr.time_guard=10` ends "
+                              "every SR run after its generations and keeps the seconds only as guards, so the same "
+                              "data and seed give the same equations on the same machine, loaded or not (the "
+                              "optimizer's training runs: `optimize.work_rate`, `optimize.time_guard`).")
     term_library: dict[str, list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_TERM_CHARS)]]] = \
         Field(default_factory=dict, description="Per task domain (\"any\" for every task) the additive terms known "
               "in that field, fitted like hypotheses before the first SR run; good fits join the pool and every term "
@@ -176,7 +183,7 @@ class SRSettings(EngineSettings):
     # predates them does, whatever today's default): at that value they are left out of a harness's identity
     # (workflows.identity), and a stored harness without the key gets it (Harness._sr_settings), so a new option
     # never changes the identity, the caches or the behaviour of the harnesses that came before it.
-    NEUTRAL: ClassVar[dict[str, Any]] = {"precision_polish": False}
+    NEUTRAL: ClassVar[dict[str, Any]] = {"precision_polish": False, "time_guard": 1.0}
 
     @field_validator("term_library")
     @classmethod
@@ -201,5 +208,7 @@ class SRSettings(EngineSettings):
         return SRSettings.model_validate({**self.model_dump(), **overrides}) if overrides else self
 
     def fit_settings(self) -> FitSettings:
-        """How this harness fits and scores candidates: its validation split, and the edge score its selection reads."""
-        return FitSettings(valid_split=self.valid_split, edge_check=self.selection == "extrapolation")
+        """How this harness fits and scores candidates: its validation split, the edge score its selection reads,
+        and its seconds caps (``time_guard`` times the usual ones)."""
+        return FitSettings(valid_split=self.valid_split, edge_check=self.selection == "extrapolation",
+                           max_seconds=FitSettings.max_seconds * self.time_guard, time_guard=self.time_guard)

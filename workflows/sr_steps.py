@@ -308,6 +308,7 @@ class SRSteps(WorkflowRun):
             except (ExpressionError, TypeError, ValueError, ZeroDivisionError):
                 pass
         budget = min(SPARSE_SECONDS, max(1.0, self.settings.time_budget / 3))  # short runs, a short channel
+        budget *= self.settings.time_guard  # a solve bound by work: the seconds only a guard
         if left is not None:
             budget = min(budget, left - 0.5)
         found, info = sparse_candidates(self.ctx, residual, deadline=t0 + budget, pool=pool)
@@ -317,7 +318,7 @@ class SRSteps(WorkflowRun):
         parent = max((n.id for n in self.state.nodes if n.type is NodeType.SR), default=None)
         self._record(NodeKind.of(NodeType.COMBINE), parent=parent, candidates=kept,
                      seconds=time.perf_counter() - t0,
-                     info={"channel": "sparse regression", **info, "kept": len(kept),
+                     info={"channel": "sparse regression", **info, "kept": len(kept), "cap_seconds": round(budget, 3),
                            "best_sparse_valid_nmse": top.metric("valid") if top is not None else None})
 
     def polish(self) -> None:
@@ -328,7 +329,7 @@ class SRSteps(WorkflowRun):
         left = self.tracker.seconds_left()
         if left is not None and left <= 0.5:
             return
-        seconds = min(PRECISION_SECONDS, max(0.25, self.settings.time_budget / 6))
+        seconds = min(PRECISION_SECONDS, max(0.25, self.settings.time_budget / 6)) * self.settings.time_guard
         if left is not None:
             seconds = min(seconds, left - 0.5)
         t0, deadline = time.perf_counter(), time.monotonic() + seconds
@@ -336,7 +337,8 @@ class SRSteps(WorkflowRun):
         found = [c for cand in best for c in polish_candidate(cand, self.ctx, deadline=deadline)]
         parent = max((n.id for n in self.state.nodes if n.type is NodeType.SR), default=None)
         self._record(NodeKind.of(NodeType.COMBINE), parent=parent, candidates=found, seconds=time.perf_counter() - t0,
-                     info={"channel": "precision polish", "polished": len(best), "found": len(found)})
+                     info={"channel": "precision polish", "polished": len(best), "found": len(found),
+                           "cap_seconds": round(seconds, 3)})
 
     def combine(self) -> None:
         """Least-squares combinations of the pool's terms (engine fronts, hypotheses, poor hypotheses) that beat
@@ -345,10 +347,12 @@ class SRSteps(WorkflowRun):
         if left is not None and left <= 0.5:
             return
         settings = CombineSettings()
+        settings = replace(settings, max_seconds=settings.max_seconds * self.settings.time_guard)
         if left is not None:
             settings = replace(settings, max_seconds=min(settings.max_seconds, left - 0.5))
         t0 = time.perf_counter()
         found, info = combine_terms(self.state.candidates, self.ctx, settings, extra_sources=self.poor_hypotheses)
         parent = max((n.id for n in self.state.nodes if n.type is NodeType.SR), default=None)
         self._record(NodeKind.of(NodeType.COMBINE), parent=parent, candidates=found, seconds=time.perf_counter() - t0,
-                     info={**info, "terms_from": sorted({o for c in found for o in c.info.get("terms_from", [])})})
+                     info={**info, "terms_from": sorted({o for c in found for o in c.info.get("terms_from", [])}),
+                           "cap_seconds": round(settings.max_seconds, 3)})

@@ -131,11 +131,15 @@ class FrozenHarness(Harness):
 
     # -- digest and files -----------------------------------------------------------------------------------
     def content(self) -> dict[str, Any]:
-        """Everything but the digest, as plain JSON (no ``role_agents`` key when there are none, so harnesses
-        frozen before role agents existed keep their digest)."""
+        """Everything but the digest, as plain JSON (no ``role_agents`` key when there are none and no later SR
+        option at its neutral value, so harnesses frozen before them keep their digest)."""
         data = json_safe(self.model_dump(mode="json", exclude={"digest"}))
         if not data.get("role_agents"):
             data.pop("role_agents", None)
+        # an SR option added after files were frozen, at its neutral value, is left out of the file as it is of
+        # the identity (workflows.harness.Harness.identity), so the files that came before it keep their digest
+        data["sr_settings"] = {k: v for k, v in data["sr_settings"].items()
+                               if k not in SRSettings.NEUTRAL or v != SRSettings.NEUTRAL[k]}
         return data
 
     def compute_digest(self) -> str:

@@ -169,6 +169,10 @@ class FitSettings:
     n_starts: int = 4
     max_seconds: float = 2.0
     loss: str = "mse"
+    # every seconds cap of a solve's steps after the engine (these fits, the refits of the engine's front, the
+    # combination, sparse regression, the precision polish) is this many times its usual length: a solve bound by
+    # work (workflows.params.SRSettings.time_guard) keeps them only as guards, so a loaded machine changes nothing
+    time_guard: float = 1.0
     valid_fraction: float = 0.2
     valid_split: str = "random"  # "random" | "edge" (Task.train_valid)
     edge_check: bool = False  # also score split "edge" (see edge_metrics): what the "extrapolation" selection reads

@@ -164,7 +164,8 @@ def fit_context(context: AgentContext, plan: SearchPlan, *, engine_output: bool 
     ctx = copy.copy(context)
     ctx.fit = dataclasses.replace(context.fit, loss=plan.loss)
     if engine_output:
-        ctx.fit = dataclasses.replace(ctx.fit, n_starts=1, max_seconds=min(ctx.fit.max_seconds, REFIT_SECONDS))
+        ctx.fit = dataclasses.replace(ctx.fit, n_starts=1,
+                                      max_seconds=min(ctx.fit.max_seconds, REFIT_SECONDS * ctx.fit.time_guard))
     return ctx
 
 
