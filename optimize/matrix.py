@@ -20,6 +20,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Any, Iterable
 
+from harness.core.jsonio import write_text_atomic
 from harness.core.vocabulary import DEFAULT_OPERATORS
 from optimize.records import split_score
 from workflows.harness import Harness, initial_harness, shipped_harness
@@ -61,6 +62,7 @@ class Outcome:
     solver_runs: int = 0
     seconds: float = 0.0
     status: str = "ok"
+    guard_hits: int | None = None  # steps that seconds stopped (optimize.records.guard_hits); None: not recorded
 
     def value(self, metric: str) -> float:
         """``metric`` (a row metric or ``log_nmse``) as the stages score it: the mean over the ID and OOD splits
@@ -109,7 +111,7 @@ class OutcomeMatrix:
         lines = [json.dumps({"header": self.header}, sort_keys=True)]
         for key in sorted(self.outcomes):
             lines.append(json.dumps(asdict(self.outcomes[key]), sort_keys=True, default=_plain))
-        Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        write_text_atomic(Path(path), "\n".join(lines) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "OutcomeMatrix":
@@ -138,4 +140,5 @@ def outcome_of(arm: str, record: Any, domain: str = "") -> Outcome:
     top = [{k: c.get(k) for k in ("equation", "source", "valid_nmse")} for c in (record.top or [])[:3]]
     return Outcome(arm=arm, task=record.task, seed=int(record.seed), domain=domain, metrics=metrics,
                    equation=record.equation, top=top, llm_calls=int(record.llm_calls),
-                   solver_runs=int(record.solver_runs), seconds=round(float(record.seconds), 2), status=record.status)
+                   solver_runs=int(record.solver_runs), seconds=round(float(record.seconds), 2), status=record.status,
+                   guard_hits=int(record.guard_hits or 0))

@@ -48,7 +48,7 @@ class EvalRecord:
     run_dir: str | None = None
     label: str = ""
     worker: dict[str, Any] = field(default_factory=dict)  # who ran it (harness.app.remote.WorkerInfo)
-    guard_hits: int = 0  # work-bound SR runs that reached their seconds guard before their generations
+    guard_hits: int = 0  # steps that seconds stopped, so the outcome depends on the machine (guard_hits below)
     cached: bool = False
 
     @property

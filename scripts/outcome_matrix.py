@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     record = evaluator.evaluate_one(spec, task, seed, stage="matrix", label=name)
                     print(f"[{i + 1}/{len(mine)} {time.time() - started:6.0f} s] {name:16s} {task.name} s{seed}: "
-                          f"log_nmse {record.score:6.2f} ({record.seconds:.0f} s{', cached' if record.cached else ''})",
+                          f"log_nmse {record.score:6.2f} ({record.seconds:.0f} s{', cached' if record.cached else ''}"
+                          f"{f', {record.guard_hits} step(s) stopped by seconds' if record.guard_hits else ''})",
                           flush=True)
     finally:
         llm.close()

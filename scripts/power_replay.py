@@ -68,6 +68,15 @@ def sign_p(record: PairedRecord) -> float:
     return sum(comb(n, k) for k in range(record.wins, n + 1)) / 2**n if n else 1.0
 
 
+def guard_note(matrix: OutcomeMatrix) -> str:
+    """How many outcomes seconds decided (a step stopped by its guard), and how many were recorded before that
+    was counted: the outcomes a replay may read as the harnesses' own."""
+    hits = [o.guard_hits for o in matrix.outcomes.values()]
+    stopped, unknown = sum(1 for h in hits if h), sum(1 for h in hits if h is None)
+    return (f" Outcomes with a step stopped by seconds: {stopped} of {len(hits)}"
+            + (f" ({unknown} recorded before such steps were counted, 2026-12-07)" if unknown else "") + ".")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--matrix", default="docs/data/outcome_matrix.jsonl")
@@ -97,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"Outcome matrix: {args.matrix} ({matrix.header.get('command', '')}, {matrix.header.get('created', '')}): "
              f"{len(arms)} arms x {len(tasks)} training tasks x {len(seeds)} seeds = {len(pairs)} complete pairs at "
              f"{matrix.header.get('sr_seconds_per_run', '?')} s per SR run; score {metric} "
-             f"(tie margin {rule.margin:g}); preset {args.preset}" + (f" with {', '.join(args.set)}" if args.set else "") + ".",
-             ""]
+             f"(tie margin {rule.margin:g}); preset {args.preset}" + (f" with {', '.join(args.set)}" if args.set else "") + "."
+             + guard_note(matrix), ""]
 
     # 1. the matrix
     lines += ["### The arms over every pair", "",
