@@ -204,7 +204,9 @@ class OptimizeSettings(_Model):
                     "reaches the guard is marked). Unset: every run ends by seconds, as a user's solve does. "
                     "Calibrated per preset on a 2-core CPU (scripts/calibrate_work.py).")
     time_guard: float = Field(3.0, ge=1.0,
-        description="A work-bound run's seconds cap, as a multiple of the seconds its work is calibrated to.")
+        description="A work-bound run's seconds cap, as a multiple of the seconds its work is calibrated to; every "
+                    "seconds cap after the engine (fits, combination, sparse regression, polish) is this many times "
+                    "its usual length too (`sr.time_guard`).")
     task_workers: int = Field(1, ge=1, description="Tasks evaluated at once.")
     branch_workers: int | None = Field(1, description="SR runs of one solve at once (unset: by cores).")
     keep_run_dirs: bool = Field(True, description="Keep every evaluation's run folder (nodes.jsonl, result.json).")
