@@ -1,7 +1,7 @@
 """Does the optimizer find a gain that is there? Its decisions replayed on the recorded outcome matrix.
 
     python scripts/power_replay.py [--matrix docs/data/outcome_matrix.jsonl] [--preset small] [--replays 2000]
-        [--smac-replays 100] [--out docs/data/power_table.md] [--set stage2.race_pairs=12 ...]
+        [--smac-replays 100] [--out docs/data/power_table.md] [--set stage2.race_pairs=12 ...] [--seeds 0]
 
 Reads the outcome matrix (``scripts/outcome_matrix.py``: harness variants on lsr_like training laws x engine seeds
 at the training seconds) and replays, thousands of times over resampled tasks and pair orders
@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smac-replays", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="replay on these engine seeds only (default: every seed of the matrix; a matrix still "
+                             "being built replays on the tasks complete at every seed it is replayed on)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a preset key to replay with another value (dotted, as optimize.KEY=VALUE on the command "
                              "line; repeatable), e.g. --set stage2.race_pairs=12 --set tasks.n_train=8")
@@ -99,10 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     metric, rule = settings.metric, settings.accept
     table = matrix.table(metric)
     arms = [a for a in matrix.arms]
-    seeds, complete = matrix.seeds, set(matrix.complete_pairs())
+    seeds, complete = args.seeds or matrix.seeds, set(matrix.complete_pairs())
     # a matrix still being built replays on the tasks every arm has finished at every seed
     tasks = [t for t in matrix.tasks if all((t, s) in complete for s in seeds)]
     pairs = [(t, s) for t in tasks for s in seeds]
+    replayed = set(pairs)  # a seed not replayed stays out of every world, reseeded or not
+    table = {arm: {p: v for p, v in values.items() if p in replayed} for arm, values in table.items()}
     lines = [f"Outcome matrix: {args.matrix} ({matrix.header.get('command', '')}, {matrix.header.get('created', '')}): "
              f"{len(arms)} arms x {len(tasks)} training tasks x {len(seeds)} seeds = {len(pairs)} complete pairs at "
              f"{matrix.header.get('sr_seconds_per_run', '?')} s per SR run; score {metric} "

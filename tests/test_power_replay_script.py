@@ -1,0 +1,40 @@
+"""power_replay replays a matrix still being built on the seeds asked for: a partial second seed no longer shrinks
+the replay to the few tasks complete at both, nor breaks it."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from optimize.matrix import Outcome, OutcomeMatrix
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "power_replay.py"
+spec = importlib.util.spec_from_file_location("power_replay_script", SCRIPT)
+script = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(script)
+
+
+def outcome(arm: str, task: str, seed: int, nmse: float) -> Outcome:
+    split = {"nmse": nmse, "acc_0.01": float(nmse < 1e-6), "acc_all_0.01": 0.0, "acc_0.001": 0.0,
+             "frac_within_0.01": 0.5}
+    return Outcome(arm=arm, task=task, seed=seed, metrics={"test_id": split, "test_ood": dict(split)}, guard_hits=0)
+
+
+def test_a_partial_seed_is_left_out_when_the_replay_names_its_seeds(tmp_path, capsys) -> None:
+    tasks = [f"T{i}" for i in range(8)]
+    rows = []
+    for arm, factor in (("initial", 1.0), ("shipped", 1e-3), ("combine", 1.0)):  # shipped: 3 decades better
+        rows += [outcome(arm, t, 0, factor * 10.0 ** -(i % 3)) for i, t in enumerate(tasks)]
+        rows += [outcome(arm, t, 1, factor * 0.5) for t in tasks[:2]]  # seed 1: two tasks so far
+    path = tmp_path / "m.jsonl"
+    OutcomeMatrix(rows, {"command": "test"}).save(path)
+    common = ["--matrix", str(path), "--preset", "quick", "--replays", "5", "--stage2-replays", "5",
+              "--smac-replays", "0", "--out", str(tmp_path / "t.md")]
+
+    assert script.main(common) == 0
+    assert "3 arms x 2 training tasks x 2 seeds = 4 complete pairs" in capsys.readouterr().out
+    assert script.main([*common, "--seeds", "0"]) == 0  # replayed on seed 0's 8 tasks, seed 1's pairs left out
+    out = capsys.readouterr().out
+    assert "3 arms x 8 training tasks x 1 seeds = 8 complete pairs" in out
+    assert "Outcomes with a step stopped by seconds: 0 of 30." in out
+    assert "| shipped | " in out and "8 / 0 / 0" in out  # shipped's record over seed 0's pairs only
