@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"Outcome matrix: {args.matrix} ({matrix.header.get('command', '')}, {matrix.header.get('created', '')}): "
              f"{len(arms)} arms x {len(tasks)} training tasks x {len(seeds)} seeds = {len(pairs)} complete pairs at "
              f"{matrix.header.get('sr_seconds_per_run', '?')} s per SR run; score {metric} "
-             f"(tie margin {rule.margin:g}); preset {args.preset}" + (f" with {', '.join(args.set)}" if args.set else "") + "."
-             + guard_note(matrix), ""]
+             f"(tie margin {rule.margin:g}); preset {args.preset}"
+             + (f" with {', '.join(args.set)}" if args.set else "") + "." + guard_note(matrix), ""]
 
     # 1. the matrix
     lines += ["### The arms over every pair", "",
