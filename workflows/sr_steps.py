@@ -346,8 +346,7 @@ class SRSteps(WorkflowRun):
         left = self.tracker.seconds_left()
         if left is not None and left <= 0.5:
             return
-        settings = CombineSettings()
-        settings = replace(settings, max_seconds=settings.max_seconds * self.settings.time_guard)
+        settings = CombineSettings(max_seconds=CombineSettings.max_seconds * self.settings.time_guard)
         if left is not None:
             settings = replace(settings, max_seconds=min(settings.max_seconds, left - 0.5))
         t0 = time.perf_counter()
