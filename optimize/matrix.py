@@ -30,21 +30,50 @@ ROW_METRICS = ("nmse", "acc_0.01", "acc_all_0.01", "acc_0.001", "frac_within_0.0
 SPLITS = ("test_id", "test_ood")
 
 
-def matrix_arms(llm: Any = None) -> dict[str, Harness]:
-    """The variants, by name. All but ``shipped`` have the initial (generic) prompts and workflow."""
+# The shipped default's hand-made SR choices, each as (arm-name part, the SRSettings it sets), in the order names
+# join them; stage 2 of ``quick`` and ``small`` searches exactly these four switches over the initial harness.
+CHOICES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("unguided", {"unguided_run": True}),
+    ("combine", {"combine_terms": True}),
+    ("pow", {"operators": list(DEFAULT_OPERATORS)}),
+    ("sparse", {"sparse_regression": True}),
+)
+SINGLE_NAMES = {"": "initial", "unguided+combine+pow+sparse": "all_four"}  # the original arms' names
+
+
+def choice_arm(on: Iterable[str]) -> str:
+    """The matrix arm of the initial harness with the named choices switched on (``"unguided+combine"``; none is
+    ``initial``, all four ``all_four``), whatever order they are given in."""
+    wanted = set(on)
+    unknown = wanted - {name for name, _ in CHOICES}
+    if unknown:
+        raise ValueError(f"not a hand-made SR choice: {sorted(unknown)}")
+    key = "+".join(name for name, _ in CHOICES if name in wanted)
+    return SINGLE_NAMES.get(key, key)
+
+
+def space_arms(llm: Any = None) -> dict[str, Harness]:
+    """Every one of the 16 combinations of the four hand-made SR choices over the initial harness (stage 2's space
+    at ``quick``: the search's trials are these harnesses, so a replay over them is the stage itself)."""
     init = initial_harness(llm=llm)
-    shipped_choices = {"unguided_run": True, "combine_terms": True, "operators": list(DEFAULT_OPERATORS),
-                       "sparse_regression": True}
-    return {
-        "initial": init,
-        "unguided": init.with_sr_settings(unguided_run=True),
-        "combine": init.with_sr_settings(combine_terms=True),
-        "pow": init.with_sr_settings(operators=list(DEFAULT_OPERATORS)),
-        "sparse": init.with_sr_settings(sparse_regression=True),
-        "all_four": init.with_sr_settings(**shipped_choices),
-        "shipped": shipped_harness(llm=llm),
-        "tiny_population": init.with_sr_settings(population_size=20),
-    }
+    arms: dict[str, Harness] = {}
+    for mask in range(2 ** len(CHOICES)):
+        on = [CHOICES[i] for i in range(len(CHOICES)) if mask >> i & 1]
+        settings = {k: v for _, fields in on for k, v in fields.items()}
+        arms[choice_arm(name for name, _ in on)] = init.with_sr_settings(**settings) if settings else init
+    return arms
+
+
+def matrix_arms(llm: Any = None, space: bool = False) -> dict[str, Harness]:
+    """The variants, by name. All but ``shipped`` have the initial (generic) prompts and workflow; ``space`` adds
+    the other 10 combinations of the four SR choices (:func:`space_arms`)."""
+    choices = space_arms(llm)
+    arms = {name: choices[name] for name in ("initial", "unguided", "combine", "pow", "sparse", "all_four")}
+    arms["shipped"] = shipped_harness(llm=llm)
+    arms["tiny_population"] = choices["initial"].with_sr_settings(population_size=20)
+    if space:
+        arms.update({name: spec for name, spec in choices.items() if name not in arms})
+    return arms
 
 
 @dataclass

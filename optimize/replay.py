@@ -27,8 +27,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import optuna
 
+from optimize.matrix import CHOICES, choice_arm
 from optimize.paired import PairedRecord, PairedRule
 from optimize.race import RaceRule, StopRace, pair_key, race, race_schedule
+from optimize.search_space import sr_settings_of, suggest_sr_channels
+from optimize.settings import Bounds
 
 Table = dict[str, dict[tuple[str, int], float]]  # arm -> (task, seed) -> score
 
@@ -205,6 +208,17 @@ class Stage2Protocol:
     batch: int = 2
     screen_batch: int = 2
     budget: int | None = None
+    space: Bounds | None = None  # set: the arms are the SR choices' combinations, suggested within these bounds
+
+
+def suggest_arm(trial: optuna.Trial, arms: Sequence[str], space: Bounds | None) -> str:
+    """One trial's arm: a categorical over the arms, or (``space``: the stage's bounds) the SR choices suggested by
+    the stage's own :func:`~optimize.search_space.suggest_sr_channels` (univariate TPE over four switches, not over
+    16 names) and read back as the matrix arm that switches them on."""
+    if space is None:
+        return trial.suggest_categorical("arm", list(arms))
+    chosen = sr_settings_of(suggest_sr_channels(trial, space))
+    return choice_arm(name for name, fields in CHOICES if all(chosen.get(k) == v for k, v in fields.items()))
 
 
 def _study(seed: int, n_startup: int) -> optuna.Study:
@@ -222,7 +236,7 @@ def stage2_paired(table: Table, start: str, arms: Sequence[str], world: World, p
     means: dict[str, float] = {}
     for _ in range(p.n_trials):
         trial = study.ask()
-        arm = trial.suggest_categorical("arm", list(arms))
+        arm = suggest_arm(trial, arms, p.space)
         try:
             value = mean(scorer({"a": arm}, batch)["a"])
         except StopRace:
@@ -257,7 +271,7 @@ def stage2_race(table: Table, start: str, arms: Sequence[str], world: World, p: 
     screened: list[dict[str, Any]] = []
     for _ in range(p.n_trials):
         trial = study.ask()
-        arm = trial.suggest_categorical("arm", list(arms))
+        arm = suggest_arm(trial, arms, p.space)
         result = screen_trial(arm, start, screen_pairs, rule, scorer, batch=p.screen_batch)
         if result is None:  # the budget is spent
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)

@@ -2,10 +2,11 @@
 
     python scripts/outcome_matrix.py [--out runs/outcome_matrix] [--suite lsr_like] [--per-domain 6] [--seeds 0 1]
         [--time-scale 0.25] [--work-rate R] [--part 1/4] [--arms initial all_four ...]
-        [--export docs/data/outcome_matrix.jsonl] [--resume-from docs/data/<earlier export>.jsonl]
+        [--space] [--export docs/data/outcome_matrix.jsonl] [--resume-from docs/data/<earlier export>.jsonl]
 
 The arms (``optimize.matrix.matrix_arms``: the initial harness, each hand-made SR choice alone, all four, the shipped
-default, a tiny engine population) run pair by pair on the same (task, seed) pairs with the optimizer's own
+default, a tiny engine population; ``--space`` adds the other 10 combinations of the four SR choices, so stage
+2's whole space at ``quick`` is recorded) run pair by pair on the same (task, seed) pairs with the optimizer's own
 evaluator, as ``optimize=small`` trains: SR runs at ``--time-scale`` x 60 s (0.25: 15 s; with ``--work-rate`` bound by
 that many generations per second of it, the seconds a guard: ``optimize.work_rate``), stop at an exact fit,
 the unguided run of a (task, seed) made once per engine setting and shared, the model's answers cached. Everything
@@ -65,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
                              "the matrix on a busy machine: the outcomes do not depend on it unless a guard is hit)")
     parser.add_argument("--part", default="1/1", help="K/N: run the K-th of N slices of the (task, seed) pairs")
     parser.add_argument("--arms", nargs="+", default=None)
+    parser.add_argument("--space", action="store_true",
+                        help="add the other 10 combinations of the four hand-made SR choices (stage 2's whole space at "
+                             "quick: optimize.matrix.space_arms); an earlier export without them is resumed and grown")
     parser.add_argument("--export", default=None, help="write the finished outcomes to this data file")
     parser.add_argument("--export-only", action="store_true")
     parser.add_argument("--resume-from", default=None, help="an earlier export of this matrix: its outcomes are kept, "
@@ -72,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    arms = matrix_arms(LLM)
+    arms = matrix_arms(LLM, space=args.space)
     if args.arms:
         arms = {k: v for k, v in arms.items() if k in args.arms}
     tasks = training_tasks(args.per_domain, args.suite)
@@ -110,8 +114,11 @@ SAME_MATRIX = ("suite", "per_domain", "seeds", "time_scale", "stop_at_exact", "w
 def resumed(path: Path, header: dict[str, Any]) -> OutcomeMatrix:
     """An earlier export of the same matrix, or a clear refusal naming what differs."""
     earlier = OutcomeMatrix.load(path)
-    differ = [k for k in SAME_MATRIX if json.dumps(earlier.header.get(k), sort_keys=True)
+    differ = [k for k in SAME_MATRIX if k != "arms" and json.dumps(earlier.header.get(k), sort_keys=True)
               != json.dumps(header[k], sort_keys=True)]
+    held = earlier.header.get("arms") or {}
+    if any(header["arms"].get(name) != digest for name, digest in held.items()):
+        differ.append("arms")  # arms may be added to a matrix (--space), never changed or dropped
     if differ:
         raise SystemExit(f"--resume-from {path}: another matrix ({', '.join(differ)} differ): "
                          + "; ".join(f"{k}: {earlier.header.get(k)!r} here, {header[k]!r} now" for k in differ))
@@ -124,7 +131,7 @@ def header_of(evaluator: Evaluator, arms: dict, tasks: list, args: argparse.Name
     run = (f"python scripts/outcome_matrix.py --out {shlex.quote(args.out)} --suite {args.suite} --per-domain "
            f"{args.per_domain} --seeds {' '.join(map(str, args.seeds))} --time-scale {args.time_scale:g}"
            + (f" --work-rate {args.work_rate:g} --time-guard {args.time_guard:g}" if args.work_rate else "")
-           + (f" --arms {' '.join(args.arms)}" if args.arms else ""))
+           + (f" --arms {' '.join(args.arms)}" if args.arms else "") + (" --space" if args.space else ""))
     return {
         "command": run,  # what made the outcomes (in parts: add --part K/N); --export writes this file from its cache
         "created": time.strftime("%Y-%m-%d"),

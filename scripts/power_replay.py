@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from statistics import mean, median
 
-from optimize.matrix import OutcomeMatrix
+from optimize.matrix import OutcomeMatrix, space_arms
 from optimize.paired import PairedRecord, PairedRule
 from optimize.replay import (
     PairedProtocol,
@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a preset key to replay with another value (dotted, as optimize.KEY=VALUE on the command "
                              "line; repeatable), e.g. --set stage2.race_pairs=12 --set tasks.n_train=8")
+    parser.add_argument("--space", action="store_true",
+                        help="replay stage 2 over the 16 combinations of the SR choices (a matrix made with "
+                             "outcome_matrix.py --space), suggested as the stage suggests them")
     parser.add_argument("--screening", default="",
                         help="stage 2's screening variants to replay beside the preset, as PAIRSxTOP items "
                              "(e.g. 4x1,6x1,4x2): screening pairs and trials raced (each at alpha / TOP, as the stage races)")
@@ -189,9 +192,17 @@ def main(argv: list[str] | None = None) -> int:
     # 3. stage 2
     before2 = Stage2Protocol(n_trials=10, n_startup=5, screen_tasks=4, confirm_top=2, confirm_tasks=4,
                              confirm_seeds=2, paired=BEFORE_RULE)
+    space = s.stage2.bounds if args.space else None
+    s2_arms = arms
+    if space is not None:  # the stage's own space: the 16 combinations of the SR choices, nothing else
+        s2_arms = sorted(space_arms())
+        missing = [a for a in s2_arms if a not in table]
+        if missing:
+            raise SystemExit(f"--space: the matrix lacks {', '.join(missing)} (make it with outcome_matrix.py --space)")
+        table = {a: table[a] for a in s2_arms}
     after2 = Stage2Protocol(n_trials=s.stage2.n_trials, n_startup=s.stage2.n_startup_trials,
                             screen_tasks=s.stage2.minibatch or 4, confirm_top=s.stage2.confirm_top, race=rule,
-                            max_pairs=s.stage2.race_pairs, batch=s.race_batch, screen_batch=s.race_batch)
+                            max_pairs=s.stage2.race_pairs, batch=s.race_batch, screen_batch=s.race_batch, space=space)
     def on_a_null(protocol):  # each replay in its own null world: the outcomes permuted among the arms per pair
         return lambda t, start, arms, world, seed, **kw: protocol(permuted(t, random.Random(seed)), start, arms,
                                                                   world, seed=seed, **kw)
@@ -209,16 +220,16 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for world_name, null, world_better in (("the matrix", False, better), ("null (arms permuted)", True, set())):
         wrap = on_a_null if null else (lambda protocol: protocol)
-        b = stage2_rates(table, START, arms, tasks, seeds, BEFORE_TASKS, wrap(stage2_paired), args.stage2_replays,
+        b = stage2_rates(table, START, s2_arms, tasks, seeds, BEFORE_TASKS, wrap(stage2_paired), args.stage2_replays,
                          world_better, args.seed, p=before2)
-        a = stage2_rates(table, START, arms, tasks, seeds, n_train, wrap(stage2_race), args.stage2_replays,
+        a = stage2_rates(table, START, s2_arms, tasks, seeds, n_train, wrap(stage2_race), args.stage2_replays,
                          world_better, args.seed, p=after2)
         runs.append((world_name, "before (paired rule)", b))
         runs.append((world_name, "after (racing)", a))
         if args.smac_replays:
             try:
                 budget = max(1, round(a.found.mean_executions))
-                m = stage2_rates(table, START, arms, tasks, seeds, n_train, wrap(stage2_smac), args.smac_replays,
+                m = stage2_rates(table, START, s2_arms, tasks, seeds, n_train, wrap(stage2_smac), args.smac_replays,
                                  world_better, args.seed, budget=budget)
                 runs.append((world_name, f"SMAC3 ({budget} executions)", m))
             except ImportError as exc:
@@ -226,10 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     for variant in filter(None, args.screening.split(",")):
         screen, top = (int(x) for x in variant.split("x"))
         v = Stage2Protocol(n_trials=after2.n_trials, n_startup=after2.n_startup, screen_tasks=screen, confirm_top=top,
-                           race=rule, max_pairs=after2.max_pairs, batch=after2.batch, screen_batch=after2.screen_batch)
+                           race=rule, max_pairs=after2.max_pairs, batch=after2.batch, screen_batch=after2.screen_batch,
+                           space=space)
         for world_name, null, world_better in (("the matrix", False, better), ("null (arms permuted)", True, set())):
             wrap = on_a_null if null else (lambda protocol: protocol)
-            r = stage2_rates(table, START, arms, tasks, seeds, n_train, wrap(stage2_race), args.stage2_replays,
+            r = stage2_rates(table, START, s2_arms, tasks, seeds, n_train, wrap(stage2_race), args.stage2_replays,
                              world_better, args.seed, p=v)
             runs.append((world_name, f"racing, screened on {screen} pairs, the best {top} raced", r))
     for world_name, name, r in runs:

@@ -19,7 +19,7 @@ spec.loader.exec_module(script)
 
 def args(**changes) -> argparse.Namespace:
     base = dict(out="runs/m", suite="lsr_synth_laws", per_domain=1, seeds=[0, 1], time_scale=0.05, work_rate=2.3,
-                time_guard=20.0, arms=None)
+                time_guard=20.0, arms=None, space=False)
     return argparse.Namespace(**{**base, **changes})
 
 
@@ -46,7 +46,11 @@ def test_an_export_resumes_only_the_same_matrix_and_is_written_again_with_the_ne
     with pytest.raises(SystemExit, match="work_rate"):
         script.resumed(earlier, script.header_of(NothingCached(), arms, tasks, args(work_rate=4.0)))
     with pytest.raises(SystemExit, match="arms"):
-        script.resumed(earlier, {**header, "arms": {"initial": "sha256:other"}})
+        script.resumed(earlier, {**header, "arms": {"initial": "sha256:other", "shipped": "sha256:b"}})
+    with pytest.raises(SystemExit, match="arms"):  # an arm dropped
+        script.resumed(earlier, {**header, "arms": {"initial": "sha256:a"}})
+    grown = {**header, "arms": {**header["arms"], "unguided+combine": "sha256:c"}}  # --space: arms added
+    assert list(script.resumed(earlier, grown).outcomes) == [("initial", "CRK1", 0)]
 
     written = tmp_path / "again.jsonl"
     script.export(NothingCached(), arms, tasks, args(), written, kept)

@@ -38,3 +38,37 @@ def test_a_partial_seed_is_left_out_when_the_replay_names_its_seeds(tmp_path, ca
     assert "3 arms x 8 training tasks x 1 seeds = 8 complete pairs" in out
     assert "Outcomes with a step stopped by seconds: 0 of 30." in out
     assert "| shipped | " in out and "8 / 0 / 0" in out  # shipped's record over seed 0's pairs only
+
+
+def test_stage_2_is_replayed_over_the_choices_as_the_stage_suggests_them(tmp_path, capsys) -> None:
+    import optuna
+    import pytest
+
+    from optimize.matrix import space_arms
+    from optimize.replay import suggest_arm
+    from optimize.settings import Bounds
+
+    trial = optuna.trial.FixedTrial({"unguided_run": True, "combine_terms": False, "operators": "basic+pow",
+                                     "sparse_regression": True})
+    assert suggest_arm(trial, [], Bounds()) == "unguided+pow+sparse"
+    none = optuna.trial.FixedTrial({"unguided_run": False, "combine_terms": False, "operators": "basic",
+                                    "sparse_regression": False})
+    assert suggest_arm(none, [], Bounds()) == "initial"
+
+    tasks = [f"T{i}" for i in range(12)]
+    rows = [outcome(arm, t, s, (1e-4 if "unguided" in arm or arm == "all_four" else 1.0) * 10.0 ** -(i % 3))
+            for arm in [*space_arms(), "shipped"] for i, t in enumerate(tasks) for s in (0, 1)]
+    path = tmp_path / "space.jsonl"
+    OutcomeMatrix(rows, {"command": "test"}).save(path)
+    common = ["--matrix", str(path), "--preset", "quick", "--replays", "2", "--stage2-replays", "10",
+              "--smac-replays", "0", "--out", str(tmp_path / "t.md"), "--set", "tasks.n_train=8",
+              "--set", "stage2.race_pairs=8"]
+    assert script.main([*common, "--space"]) == 0
+    ended = capsys.readouterr().out.split("Where each ended (the matrix): ")[1].splitlines()[0]
+    assert "shipped" not in ended  # the stage cannot reach another prompt: only the 16 combinations are replayed
+    assert "unguided" in ended or "all_four" in ended
+
+    partial = tmp_path / "partial.jsonl"
+    OutcomeMatrix([r for r in rows if r.arm in ("initial", "shipped")], {"command": "test"}).save(partial)
+    with pytest.raises(SystemExit, match="lacks"):
+        script.main([*common, "--matrix", str(partial), "--space"])
