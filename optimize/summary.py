@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from optimize.report_format import stage_title
+from optimize.search_space import sr_settings_of
+from workflows.harness import INITIAL_SR_CHOICES
 
 
 def _race(paired: dict[str, Any] | None) -> str:
@@ -43,6 +45,9 @@ def _stage2(s2: dict[str, Any] | None, freeze: dict[str, Any]) -> str:
         return (f"stage 2 kept its start ({s2.get('n_trials_complete', 0)} trial(s), {raced} raced, none accepted"
                 + (f": {_race((s2.get('confirmation') or [None])[-1])}" if raced else "") + ")")
     before, after = _choices(freeze, "init") or _choices(freeze, "baseline"), _choices(freeze, "search")
+    if not after:  # no stage-2 row in the freeze (freeze.heldout: false): the chosen trial's SR choices themselves
+        chosen = sr_settings_of({k: v for k, v in (s2.get("chosen") or {}).items() if k in INITIAL_SR_CHOICES})
+        after = {k: v for k, v in chosen.items() if v != INITIAL_SR_CHOICES[k]}
     changed = {k: v for k, v in after.items() if before.get(k) != v}
     what = ", ".join(f"{k}={'+'.join(v) if isinstance(v, list) else v}" for k, v in changed.items()) or \
         "another workflow or prompt"
