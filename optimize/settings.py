@@ -202,7 +202,8 @@ class OptimizeSettings(_Model):
                     "table): such a run ends after `work_rate` x its seconds generations, so one (harness, task, "
                     "seed) has one outcome, and its seconds become a guard of `time_guard` times them (a run that "
                     "reaches the guard is marked). Unset: every run ends by seconds, as a user's solve does. "
-                    "Calibrated per preset on a 2-core CPU (scripts/calibrate_work.py).")
+                    "`quick` sets 2.3, the rate its outcome matrix was recorded at, so its replays are its own; "
+                    "scripts/calibrate_work.py measures a machine's rate and the spread of two evaluations.")
     time_guard: float = Field(3.0, ge=1.0,
         description="A work-bound run's seconds cap, as a multiple of the seconds its work is calibrated to; every "
                     "seconds cap after the engine (fits, combination, sparse regression, polish) is this many times "

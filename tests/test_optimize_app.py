@@ -321,11 +321,13 @@ def test_stage_all_quick_preset_with_the_embedded_model(tmp_path):
     so the suite stays short; the default model's run of the same command is timed in the README."""
     run_dir = tmp_path / "quick"
     # the suite's time, not the point of this test: 2 s SR runs everywhere (the preset: 3 s, the held-out table 6 s),
-    # 2 stage-2 trials instead of 5, a gate of 3 pairs instead of 4 (still enough to accept: 3 wins without a loss),
-    # answers of at most 160 tokens (the tiny model's plans take 45-110; where it rambles to the 384 cap, one call
-    # costs 27 s on one core)
+    # 2 stage-2 trials instead of 8, 4 training laws instead of 8 and stage 2's best trial raced on 4 pairs instead of
+    # the best two on 10, a gate of 3 pairs instead of 4 (still enough to accept: 3 wins without a loss), answers of
+    # at most 160 tokens (the tiny model's plans take 45-110; where it rambles to the 384 cap, one call costs 27 s on
+    # one core)
     run_app("stage=all", "llm=tiny", "llm.max_tokens=160", "optimize.train_time_scale=0.033",
             "optimize.freeze.time_scale=0.033", "optimize.freeze.heldout_time_scale=0.033", "optimize.stage2.n_trials=2",
+            "optimize.tasks.n_train=4", "optimize.stage2.confirm_top=1", "optimize.stage2.race_pairs=4",
             "optimize.freeze.race_pairs=3", f"hydra.run.dir={run_dir}", timeout=1500)
     harness = FrozenHarness.load(run_dir / "harness.json")
     prov = harness.provenance

@@ -112,7 +112,7 @@ def test_freeze_decides_on_validation_tasks_a_pick_that_only_fits_its_training_t
 
 
 def test_the_quick_preset_accepts_a_clearly_better_candidate_at_every_decision(tmp_path):
-    """The main job's own settings (quick.yaml: 4 training and 2 validation tasks, 2 seeds, races of 3-4 pairs) are
+    """The main job's own settings (quick.yaml: 8 training and 2 validation tasks, 2 seeds, races of 3-10 pairs) are
     able to accept: a Planner rewrite (stage 1), an SR choice (stage 2), a reflective rewrite (stage 3) and, at the
     gate, the trained harness over the shipped default, when each is clearly better (one level of -log10 NMSE per
     phrase, up to two, and one for the unguided run: every pair a win)."""
@@ -125,7 +125,7 @@ def test_the_quick_preset_accepts_a_clearly_better_candidate_at_every_decision(t
         return 1.0 - 10.0 ** -level  # the stand-in's NMSE is 1 - score: -log10 NMSE = level
 
     quick = load_preset("quick").model_dump()
-    ctx, _ = context(tmp_path, rule, quick, n_train=4, n_validation=2, mechanics=False)
+    ctx, _ = context(tmp_path, rule, quick, n_train=quick["tasks"]["n_train"], n_validation=2, mechanics=False)
     assert ctx.settings.metric == "log_nmse" and ctx.race_seeds == [0, 1]
     s1 = run_stage(ctx, "init")
     assert s1["groups"][0]["candidates"][0]["rewrite"]["paired"]["verdict"] == "accepted"
