@@ -173,6 +173,7 @@ def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     run_dir = tmp_path / "run"
     proc = run_app("stage=all", *TINY, "optimize.train_time_scale=0.5", "optimize.freeze.heldout=true",
                    "optimize.freeze.train=true",  # the stage curve on train (quick leaves it off)
+                   "optimize.work_rate=null",  # training runs bound by seconds, so their seconds show the shortcut
                    f"hydra.run.dir={run_dir}")
     # not a terminal: one plain progress line per event, then the closing summary (a Markdown table and notes)
     out = proc.stdout
@@ -245,7 +246,7 @@ def test_stage_all_freezes_a_harness_that_solves_an_unseen_task(tmp_path):
     paid = len(paid_runs(run_dir))
     first_freeze = json.loads((run_dir / "freeze.json").read_text())["cost"]
     run_app("stage=freeze", *TINY, "optimize.train_time_scale=0.5", "optimize.freeze.heldout=true",
-            "optimize.freeze.train=true", f"hydra.run.dir={run_dir}")
+            "optimize.freeze.train=true", "optimize.work_rate=null", f"hydra.run.dir={run_dir}")
     assert len(paid_runs(run_dir)) == paid
     again = json.loads((run_dir / "freeze.json").read_text())["cost"]  # a rerun adds its cost to the first's
     assert len(again["pids"]) == 2 and again["wall_seconds"] >= first_freeze["wall_seconds"]
