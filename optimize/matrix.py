@@ -21,23 +21,22 @@ from statistics import mean
 from typing import Any, Iterable
 
 from harness.core.jsonio import write_text_atomic
-from harness.core.vocabulary import DEFAULT_OPERATORS
 from optimize.records import split_score
-from workflows.harness import Harness, initial_harness, shipped_harness
+from workflows.harness import INITIAL_SR_CHOICES, Harness, initial_harness, shipped_harness
+from workflows.params import SRSettings
 
 # The metrics a row keeps per test split (what the stages and the report read).
 ROW_METRICS = ("nmse", "acc_0.01", "acc_all_0.01", "acc_0.001", "frac_within_0.01")
 SPLITS = ("test_id", "test_ood")
 
 
-# The shipped default's hand-made SR choices, each as (arm-name part, the SRSettings it sets), in the order names
-# join them; stage 2 of ``quick`` and ``small`` searches exactly these four switches over the initial harness.
-CHOICES: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("unguided", {"unguided_run": True}),
-    ("combine", {"combine_terms": True}),
-    ("pow", {"operators": list(DEFAULT_OPERATORS)}),
-    ("sparse", {"sparse_regression": True}),
-)
+# The shipped default's hand-made SR choices (workflows.harness.INITIAL_SR_CHOICES switched to the engine's own
+# defaults), each as (arm-name part, the SRSettings it sets), in the order names join them; stage 2 of ``quick`` and
+# ``small`` searches exactly these four switches over the initial harness.
+_PART = {"unguided_run": "unguided", "combine_terms": "combine", "operators": "pow", "sparse_regression": "sparse"}
+CHOICES: tuple[tuple[str, dict[str, Any]], ...] = tuple(
+    (_PART[key], {key: list(value) if isinstance(value, (list, tuple)) else value})
+    for key, value in ((k, getattr(SRSettings(), k)) for k in INITIAL_SR_CHOICES))
 SINGLE_NAMES = {"": "initial", "unguided+combine+pow+sparse": "all_four"}  # the original arms' names
 
 
