@@ -89,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
                         help="replay on these engine seeds only (default: every seed of the matrix; a matrix still "
                              "being built replays on the tasks complete at every seed it is replayed on)")
+    parser.add_argument("--tasks", nargs="+", default=None, metavar="TASK",
+                        help="replay on these training laws only (a job's own, e.g. quick's 8: every replay then "
+                             "holds the job's tasks and varies the study's draws and the pair order); whether an arm "
+                             "is better is still judged over every complete pair of the matrix")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a preset key to replay with another value (dotted, as optimize.KEY=VALUE on the command "
                              "line; repeatable), e.g. --set stage2.race_pairs=12 --set tasks.n_train=8")
@@ -109,13 +113,23 @@ def main(argv: list[str] | None = None) -> int:
     # a matrix still being built replays on the tasks every arm has finished at every seed
     tasks = [t for t in matrix.tasks if all((t, s) in complete for s in seeds)]
     pairs = [(t, s) for t in tasks for s in seeds]
+    truth_pairs = pairs  # the pairs that say which arms are better
+    if args.tasks:
+        lacking = [t for t in args.tasks if t not in tasks]
+        if lacking:
+            raise SystemExit(f"--tasks: {', '.join(lacking)} not complete at seeds {seeds} in {args.matrix}")
+        truth_pairs = sorted(complete)
+        tasks, pairs = list(args.tasks), [(t, s) for t in args.tasks for s in seeds]
+    full = table
     replayed = set(pairs)  # a seed not replayed stays out of every world, reseeded or not
     table = {arm: {p: v for p, v in values.items() if p in replayed} for arm, values in table.items()}
     lines = [f"Outcome matrix: {args.matrix} ({matrix.header.get('command', '')}, {matrix.header.get('created', '')}): "
              f"{len(arms)} arms x {len(tasks)} training tasks x {len(seeds)} seeds = {len(pairs)} complete pairs at "
              f"{matrix.header.get('sr_seconds_per_run', '?')} s per SR run; score {metric} "
              f"(tie margin {rule.margin:g}); preset {args.preset}"
-             + (f" with {', '.join(args.set)}" if args.set else "") + "." + guard_note(matrix), ""]
+             + (f" with {', '.join(args.set)}" if args.set else "") + "." + guard_note(matrix)
+             + (f" Replayed on the named tasks only ({', '.join(tasks)}); which arms are better is judged over all "
+                f"{len(truth_pairs)} complete pairs of the matrix." if args.tasks else ""), ""]
 
     # 1. the matrix
     lines += ["### The arms over every pair", "",
@@ -123,14 +137,14 @@ def main(argv: list[str] | None = None) -> int:
               "| mean / median difference | sign-test p |", "|---|---|---|---|---|---|---|"]
     better: set[str] = set()
     for arm in arms:
-        record = PairedRecord(tuple(table[arm][p] - table[START][p] for p in pairs), rule.margin)
+        record = PairedRecord(tuple(full[arm][p] - full[START][p] for p in truth_pairs), rule.margin)
         accs = {(split, k): mean(float(matrix.outcomes[(arm, t, s)].metrics.get(split, {}).get(k) or 0.0)
-                                 for t, s in pairs)
+                                 for t, s in truth_pairs)
                 for split in ("test_id", "test_ood") for k in ("acc_0.01", "acc_all_0.01")}
         p = sign_p(record)
         if arm != START and record.wins > record.losses and p <= 0.05:
             better.add(arm)
-        lines.append(f"| {arm} | {mean(table[arm][q] for q in pairs):.2f} | {accs[('test_id', 'acc_0.01')]:.3f} / "
+        lines.append(f"| {arm} | {mean(full[arm][q] for q in truth_pairs):.2f} | {accs[('test_id', 'acc_0.01')]:.3f} / "
                      f"{accs[('test_ood', 'acc_0.01')]:.3f} | {accs[('test_id', 'acc_all_0.01')]:.3f} / "
                      f"{accs[('test_ood', 'acc_all_0.01')]:.3f} | "
                      + ("–" if arm == START else f"{record.wins} / {record.ties} / {record.losses}") + " | "
@@ -179,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             if arm in nulls:
                 truth = "none (the same harness)"
             else:
-                record = PairedRecord(tuple(table[arm][q] - table[START][q] for q in pairs), rule.margin)
+                record = PairedRecord(tuple(full[arm][q] - full[START][q] for q in truth_pairs), rule.margin)
                 truth = f"{record.wins} / {record.ties} / {record.losses}" + (" (better)" if arm in better else "")
             b = two_arm_rate(table, before, arm, incumbent, tasks, seeds, n_before, args.replays, args.seed,
                              world_table=null_world)

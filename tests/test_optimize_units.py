@@ -380,3 +380,24 @@ def test_score_split_may_average_id_and_ood(tmp_path):
     assert runner2.calls == 0 and again.n_cached == 1
 
 
+
+
+def test_a_guard_hit_is_any_step_that_seconds_ended_including_an_engine_killed_at_its_deadline() -> None:
+    from types import SimpleNamespace
+
+    from harness.sr.workers import PAST_DEADLINE
+    from optimize.records import guard_hits
+
+    def sr(asked, done, error=None):
+        return SimpleNamespace(kind="sr", error=error, seconds=1.0, candidates=[],
+                               info={"plan": {"generations": asked}, "engine": {} if done is None else {"generations": done}})
+
+    killed = f"operon failed: EngineFailure: the engine {PAST_DEADLINE} (60s + 15s grace) and its process was killed"
+    state = SimpleNamespace(nodes=[
+        sr(7, 7),  # finished its work: no hit
+        sr(7, 5),  # stopped short by seconds
+        sr(7, None, error=killed),  # killed at its deadline: no generations recorded at all
+        sr(7, None, error="operon failed: EngineFailure: the engine's process died (signal 11)"),  # a crash: not seconds
+        SimpleNamespace(kind="combine", error=None, seconds=8.0, candidates=[], info={"cap_seconds": 8.0}),
+    ])
+    assert guard_hits(state) == 3

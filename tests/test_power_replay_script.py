@@ -72,3 +72,25 @@ def test_stage_2_is_replayed_over_the_choices_as_the_stage_suggests_them(tmp_pat
     OutcomeMatrix([r for r in rows if r.arm in ("initial", "shipped")], {"command": "test"}).save(partial)
     with pytest.raises(SystemExit, match="lacks"):
         script.main([*common, "--matrix", str(partial), "--space"])
+
+
+def test_a_replay_on_the_jobs_own_tasks_judges_the_arms_on_every_pair(tmp_path, capsys) -> None:
+    import pytest
+
+    tasks = [f"T{i}" for i in range(8)]
+    rows = []
+    for arm, factor in (("initial", 1.0), ("shipped", 1e-3), ("combine", 1.0)):
+        rows += [outcome(arm, t, 0, factor * 10.0 ** -(i % 3)) for i, t in enumerate(tasks)]
+        rows += [outcome(arm, t, 1, factor * 0.5) for t in tasks[:3]]  # seed 1: the job's three tasks
+    path = tmp_path / "m.jsonl"
+    OutcomeMatrix(rows, {"command": "test"}).save(path)
+    common = ["--matrix", str(path), "--preset", "quick", "--replays", "5", "--stage2-replays", "5",
+              "--smac-replays", "0", "--out", str(tmp_path / "t.md")]
+
+    assert script.main([*common, "--tasks", "T0", "T1", "T2"]) == 0
+    out = capsys.readouterr().out
+    assert "3 arms x 3 training tasks x 2 seeds = 6 complete pairs" in out  # the worlds: the named tasks only
+    assert "judged over all 11 complete pairs" in out
+    assert "| shipped | " in out and "11 / 0 / 0" in out  # the truth: seed 0's 8 pairs and seed 1's 3
+    with pytest.raises(SystemExit, match="T5 not complete"):
+        script.main([*common, "--tasks", "T0", "T5"])  # T5 has no seed-1 outcome

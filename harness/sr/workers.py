@@ -39,6 +39,10 @@ POLL_SECONDS = 0.1
 MAX_CACHED_TASKS = 4
 
 
+# what an EngineFailure says when seconds, not the engine, ended the run (a work-bound evaluation counts it)
+PAST_DEADLINE = "ran past its deadline"
+
+
 class EngineFailure(RuntimeError):
     """The engine's process died, hung past its deadline or was cancelled; the message says which."""
 
@@ -280,7 +284,7 @@ def run_in_worker(engine: str, plan: Any, context: AgentContext, *, max_seconds:
             if context.cancelled():
                 raise EngineFailure("cancelled: the engine's process was stopped")
             if time.monotonic() > deadline:
-                raise EngineFailure(f"the engine ran past its deadline ({max_seconds:g}s + {grace:g}s grace) "
+                raise EngineFailure(f"the engine {PAST_DEADLINE} ({max_seconds:g}s + {grace:g}s grace) "
                                     "and its process was killed")
     except (EOFError, OSError):
         worker.kill()
