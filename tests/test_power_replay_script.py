@@ -94,3 +94,21 @@ def test_a_replay_on_the_jobs_own_tasks_judges_the_arms_on_every_pair(tmp_path, 
     assert "| shipped | " in out and "11 / 0 / 0" in out  # the truth: seed 0's 8 pairs and seed 1's 3
     with pytest.raises(SystemExit, match="T5 not complete"):
         script.main([*common, "--tasks", "T0", "T5"])  # T5 has no seed-1 outcome
+
+
+def test_the_stage_2_shapes_record_finds_a_dominant_arm_and_ranks_it_first(tmp_path, capsys) -> None:
+    shapes_path = Path(__file__).resolve().parents[1] / "scripts" / "records" / "stage2_shapes.py"
+    spec2 = importlib.util.spec_from_file_location("stage2_shapes", shapes_path)
+    shapes = importlib.util.module_from_spec(spec2)
+    spec2.loader.exec_module(shapes)
+    tasks = [f"T{i}" for i in range(20)]
+    rows = [outcome(arm, t, s, (1e-6 if arm == "all_four" else 1.0) * 10.0 ** -(i % 3))
+            for arm in ("initial", "all_four", "combine", "pow") for i, t in enumerate(tasks) for s in (0, 1)]
+    path = tmp_path / "m.jsonl"
+    OutcomeMatrix(rows, {"command": "test"}).save(path)
+    assert shapes.main(["--matrix", str(path), "--replays", "4", "--trials", "4", "--screen", "2", "--top", "1",
+                        "--race", "12", "--ceiling", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "better than initial: all_four" in out
+    assert "| 10 | 6 | 2 | 24 | 1.000 |" in out  # small's own shape: six decades on every pair, every replay finds it
+    assert "| 2 | 8 | 1.000 |" in out  # and two screening pairs rank it first
