@@ -124,8 +124,9 @@ def guard_hits(state: Any) -> int:
     """The steps of a solve that seconds stopped, so that its outcome depends on the machine: SR runs that ended
     before the generations their plan asked for (below the engine's default of 10,000, i.e. a work-bound run) or
     whose process was killed at its deadline (a loaded machine: the run then has no outcome of its own), steps
-    after the engine that reached their seconds cap (``cap_seconds`` in the node's info), and constant fits cut
-    short by theirs (status "timeout")."""
+    after the engine that reached their seconds cap (``cap_seconds`` in the node's info), constant fits cut
+    short by theirs (status "timeout"), and model answers the client's deadline cut short (finish reason
+    "timeout")."""
     from harness.sr.workers import PAST_DEADLINE
 
     hits = 0
@@ -136,6 +137,7 @@ def guard_hits(state: Any) -> int:
             done = (info.get("engine") or {}).get("generations")
             hits += asked is not None and done is not None and int(asked) < 10_000 and int(done) < int(asked)
             hits += PAST_DEADLINE in str(getattr(node, "error", "") or "")
+        hits += sum(reason == "timeout" for reason in info.get("finish_reasons") or [info.get("finish_reason")])
         cap = info.get("cap_seconds")
         hits += cap is not None and float(getattr(node, "seconds", 0.0) or 0.0) >= float(cap)
         hits += sum((c.get("status") if isinstance(c, dict) else getattr(c, "status", "")) == "timeout"

@@ -96,3 +96,18 @@ def test_a_repeated_workflow_run_calls_the_model_no_twice(tmp_path) -> None:
     second = run_workflow(task, (0, 1, 1, 0, 0), None, again, sr_settings=tiny, seed=4)
     assert len(calls) == 3 and again.hits == 3  # every role call answered from the cache
     assert first.llm_calls == second.llm_calls == 3
+
+
+def test_an_answer_cut_by_the_clients_deadline_is_returned_but_never_stored(tmp_path) -> None:
+    """A loaded machine cuts the embedded model's answer at its deadline: that text is the machine's, so a cached
+    copy would make every later evaluation of the pair read the machine's load as the model's answer."""
+    calls: list = []
+
+    def fn(messages, **request):
+        calls.append(request)
+        return {"text": '{"plan": "cut', "finish_reason": "timeout"} if len(calls) == 1 else '{"plan": "whole"}'
+
+    llm = CachedLLM(ScriptedLLM(fn=fn), tmp_path / "c.db")
+    assert llm.complete(MSGS, seed=1)[0].finish_reason == "timeout"
+    assert llm.complete(MSGS, seed=1)[0].text == '{"plan": "whole"}'  # asked again, not read back
+    assert llm.complete(MSGS, seed=1)[0].text == '{"plan": "whole"}' and len(calls) == 2  # the whole one is kept

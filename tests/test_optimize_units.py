@@ -399,5 +399,9 @@ def test_a_guard_hit_is_any_step_that_seconds_ended_including_an_engine_killed_a
         sr(7, None, error=killed),  # killed at its deadline: no generations recorded at all
         sr(7, None, error="operon failed: EngineFailure: the engine's process died (signal 11)"),  # a crash: not seconds
         SimpleNamespace(kind="combine", error=None, seconds=8.0, candidates=[], info={"cap_seconds": 8.0}),
+        SimpleNamespace(kind="role:planner", error="planner: unparseable output", seconds=120.0, candidates=[],
+                        info={"finish_reasons": ["timeout"]}),  # the model's answer cut at the client's deadline
+        SimpleNamespace(kind="role:analyst", error=None, seconds=30.0, candidates=[],
+                        info={"finish_reasons": ["length", "stop"]}),  # max_tokens is work, not seconds
     ])
-    assert guard_hits(state) == 3
+    assert guard_hits(state) == 4

@@ -129,3 +129,17 @@ def test_a_dead_model_in_a_tool_step_falls_back_and_the_engine_still_runs(task, 
     assert result.solver_runs == 1 and result.best is not None
     planner = next(n for n in _nodes(tmp_path) if n["kind"] == "role:planner")
     assert planner["info"]["fallback"] is True and "server gone" in planner["error"]
+
+
+def test_an_answer_cut_at_the_clients_deadline_is_named_and_counted_as_seconds(task, tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from optimize.records import guard_hits
+
+    llm = ScriptedLLM([{"text": '{"hypotheses": ["x', "finish_reason": "timeout"}])
+    result = run_workflow(task, (0, 1, 0, 0, 0), None, llm, sr_settings=TINY, run_dir=tmp_path)
+    planner = next(n for n in _nodes(tmp_path) if n["kind"] == "role:planner")
+    assert planner["info"]["finish_reasons"] == ["timeout"] and planner["info"]["fallback"] is True
+    assert "cut at the client's deadline" in planner["error"]
+    roles_only = SimpleNamespace(nodes=[n for n in result.state.nodes if str(n.kind).startswith("role")])
+    assert result.solver_runs == 1 and guard_hits(roles_only) == 1  # the engine still ran; seconds decided the plan

@@ -85,7 +85,8 @@ class CachedLLM(LLMClient):
 
     def send(self, request: CompletionRequest, *, timeout_s: float | None = None) -> list[LLMResponse]:
         """As :meth:`LLMClient.send`; a hit returns the stored answer without calling the model (how long the
-        call may wait, ``timeout_s``, does not change the answer, so it is not in the key)."""
+        call may wait, ``timeout_s``, is not in the key). An answer the client's deadline cut short
+        (``finish_reason`` "timeout": the machine's, not the model's) or an error is returned but never stored."""
         start = time.perf_counter()
         key = self.key(request)
         row = None
@@ -100,7 +101,7 @@ class CachedLLM(LLMClient):
         else:
             responses = self.inner.send(request, timeout_s=timeout_s)
             self.misses += 1
-            if key is not None and not any(r.error for r in responses):
+            if key is not None and not any(r.error or r.finish_reason == "timeout" for r in responses):
                 payload = json.dumps([asdict(r) for r in responses], default=str)
                 with self._lock, self._conn:
                     self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)",

@@ -161,7 +161,8 @@ class RoleAgent(ToolStepper):
             error = error or (chosen["error"] if chosen else None) or f"{self.role}: no output"
         node_info = dict(info or {})
         node_info.update(output=out.model_dump() if out is not None else None, fallback=out is None,
-                         salvaged=bool(chosen and chosen["salvaged"]))
+                         salvaged=bool(chosen and chosen["salvaged"]),
+                         finish_reasons=[r.finish_reason for r in responses])  # "timeout": seconds cut the answer
         if k > 1:
             node_info["samples"] = [{"k": s["k"], "rank": s["rank"] if math.isfinite(s["rank"]) else None,
                                      "error": s["error"], "chosen": s is chosen,
@@ -236,7 +237,8 @@ class RoleAgent(ToolStepper):
             rescued = salvage(text, model)
             if rescued is not None:
                 return rescued, None, True
-        cut = " (cut at max_tokens)" if response.finish_reason == "length" else ""
+        cut = {"length": " (cut at max_tokens)", "timeout": " (cut at the client's deadline)"}.get(
+            response.finish_reason or "", "")
         return None, f"{self.role}: unparseable output{cut}: {perr}", False
 
 
