@@ -7,7 +7,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "records" / "table5_rows.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "table5_rows.py"
 spec = importlib.util.spec_from_file_location("table5_rows", SCRIPT)
 script = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(script)

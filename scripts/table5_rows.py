@@ -1,7 +1,7 @@
 """Table 5's rows from an optimizer run folder: the held-out curve (the start, after each stage, the shipped
 default), paired against the start, as ``docs/data/results.jsonl`` rows (table ``table5``).
 
-    python scripts/records/table5_rows.py runs/small_real_s0 [--date 2026-12-07] [--write docs/data/results.jsonl]
+    python scripts/table5_rows.py runs/small_real_s0 [--date 2026-12-07] [--write docs/data/results.jsonl]
 
 Reads the run's ``freeze.json`` (its ``rows``: each stage's harness on the held-out laws, per task and seed), so
 the figures are the run's own, not retyped. Each row: acc_0.01 ID / OOD in both readings (95 % of points, every
