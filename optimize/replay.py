@@ -57,6 +57,25 @@ class MatrixScorer:
         return len(self.paid)
 
 
+def sign_p(record: PairedRecord) -> float:
+    """One-sided sign test of the wins among the non-tied pairs."""
+    from math import comb
+
+    n = record.wins + record.losses
+    return sum(comb(n, k) for k in range(record.wins, n + 1)) / 2**n if n else 1.0
+
+
+def better_arms(table: Table, pairs: Sequence[tuple[str, int]], start: str, margin: float) -> set[str]:
+    """The arms better than ``start`` over ``pairs`` (more wins than losses, one-sided sign test p <= 0.05): what a
+    replay's "finds the gain" means."""
+    out = set()
+    for arm in table:
+        record = PairedRecord(tuple(table[arm][p] - table[start][p] for p in pairs), margin)
+        if arm != start and record.wins > record.losses and sign_p(record) <= 0.05:
+            out.add(arm)
+    return out
+
+
 def with_other_seed(table: Table, arm: str, name: str) -> Table:
     """``table`` plus arm ``name``: ``arm``'s outcome of the same task at the other engine seed (the same harness
     run again). Needs two seeds per task."""

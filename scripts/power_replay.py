@@ -38,6 +38,7 @@ from optimize.replay import (
     Stage2Protocol,
     permuted,
     reseeded,
+    sign_p,
     stage2_paired,
     stage2_race,
     stage2_rates,
@@ -58,14 +59,6 @@ BEFORE_TASKS = 8
 def fmt(rate: Rate) -> str:
     lo, hi = rate.interval()
     return f"{rate.rate:.3f} [{lo:.2f}, {hi:.2f}]"
-
-
-def sign_p(record: PairedRecord) -> float:
-    """One-sided sign test of the wins among the non-tied pairs."""
-    from math import comb
-
-    n = record.wins + record.losses
-    return sum(comb(n, k) for k in range(record.wins, n + 1)) / 2**n if n else 1.0
 
 
 def guard_note(matrix: OutcomeMatrix) -> str:

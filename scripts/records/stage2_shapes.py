@@ -21,21 +21,14 @@ import argparse
 import random
 import sys
 import time
-from math import comb
 from statistics import mean
 
 from optimize.matrix import OutcomeMatrix
-from optimize.paired import PairedRecord
-from optimize.replay import Stage2Protocol, permuted, stage2_race, stage2_rates
+from optimize.replay import Stage2Protocol, better_arms, permuted, stage2_race, stage2_rates
 from optimize.screening import GAIN_CLIP
 from optimize.settings import load_preset
 
 START = "initial"
-
-
-def sign_p(record: PairedRecord) -> float:
-    n = record.wins + record.losses
-    return sum(comb(n, k) for k in range(record.wins, n + 1)) / 2**n if n else 1.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,8 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [t for t in matrix.tasks if all((t, s) in complete for s in seeds)]
     pairs = [(t, s) for t in tasks for s in seeds]
     table = {a: {p: v for p, v in values.items() if p in set(pairs)} for a, values in matrix.table(settings.metric).items()}
-    better = {a for a in table if a != START and (lambda r: r.wins > r.losses and sign_p(r) <= 0.05)(
-        PairedRecord(tuple(table[a][p] - table[START][p] for p in pairs), rule.margin))}
+    better = better_arms(table, pairs, START, rule.margin)
     arms = list(table)
     print(f"{args.matrix}: {len(arms)} arms x {len(tasks)} tasks x {len(seeds)} seeds; preset {args.preset} "
           f"({n_train} tasks x {len(seeds)} seeds a world); better than {START}: {', '.join(sorted(better))}\n")
